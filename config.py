@@ -1,0 +1,180 @@
+"""One typed settings object: environment variables over an optional courier.toml.
+
+Every setting has a TOML key (the field name) and an environment variable. The
+environment wins. Unknown TOML keys and bad values raise ``SettingsError`` naming
+the key; secrets are wrapped in ``Secret`` so no repr or log line can show them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - ComfyUI still supports 3.10
+    import tomli as tomllib
+
+CONFIG_FILE_NAME = "courier.toml"
+
+
+class SettingsError(ValueError):
+    """A setting is unknown or has a bad value; the message names the key."""
+
+
+class Secret:
+    """A string that never shows itself in repr/str/format."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return "Secret('**********')" if self._value else "Secret('')"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return repr(self)
+
+
+def _field(env: str, default: Any, help: str, **kw: Any) -> Any:
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: type(default)(default),
+                                 metadata={"env": env, "help": help, **kw})
+    return dataclasses.field(default=default, metadata={"env": env, "help": help, **kw})
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    telegram_bot_token: Secret = _field("TELEGRAM_BOT_TOKEN", Secret(""),
+                                        "Bot token from @BotFather; the bot starts only when set")
+    telegram_api_url: str = _field("COURIER_TELEGRAM_API_URL", "https://api.telegram.org",
+                                   "Bot API server (a local Bot API server or the test emulator)")
+    allowed_users: list = _field("COURIER_ALLOWED_USERS", [],
+                                 "Telegram user ids allowed to use the bot (comma separated); empty = everyone",
+                                 item=int)
+    admin_users: list = _field("COURIER_ADMIN_USERS", [],
+                               "Telegram user ids allowed to run admin commands", item=int)
+    language: str = _field("COURIER_LANGUAGE", "en", "Fallback language for replies (en, de, ru)")
+    database_url: Secret = _field("COURIER_DATABASE_URL", Secret(""),
+                                  "PostgreSQL URL; empty = embedded server in the data directory")
+    data_dir: str = _field("COURIER_DATA_DIR", "",
+                           "Where Courier keeps its state; empty = <ComfyUI user dir>/courier")
+    backends: list = _field("COURIER_BACKENDS", [],
+                            "ComfyUI servers to run jobs on (http://host:port or http://<id>.anon); "
+                            "empty = this ComfyUI on loopback")
+    admin_token: Secret = _field("COURIER_ADMIN_TOKEN", Secret(""),
+                                 "Token for mutating /courier routes (header Authorization: Bearer ...)")
+    webhook_url: str = _field("COURIER_WEBHOOK_URL", "",
+                              "Public URL Telegram should POST updates to; empty = long polling")
+    webhook_secret: Secret = _field("COURIER_WEBHOOK_SECRET", Secret(""),
+                                    "Secret token Telegram sends with each webhook update")
+    progress_interval_s: float = _field("COURIER_PROGRESS_INTERVAL_S", 3.0,
+                                        "Minimum seconds between progress edits in one chat", minimum=0.0)
+    max_image_mb: float = _field("COURIER_MAX_IMAGE_MB", 20.0,
+                                 "Largest image a user may send", minimum=0.1)
+    job_timeout_s: float = _field("COURIER_JOB_TIMEOUT_S", 1800.0,
+                                  "A job running longer than this is failed", minimum=1.0)
+    anyone_enabled: bool = _field("COURIER_ANYONE", False,
+                                  "Start anon and publish ComfyUI as a hidden service")
+    anyone_agree_to_terms: bool = _field("COURIER_ANYONE_AGREE_TO_TERMS", False,
+                                         "You accept the Anyone network terms (anon refuses to start otherwise)")
+    anon_binary: str = _field("COURIER_ANON_BINARY", "", "Path to the anon binary; empty = installed one")
+    anyone_socks_url: str = _field("COURIER_ANYONE_SOCKS", "",
+                                   "SOCKS5 proxy for .anon backends; empty = the anon we start")
+    anyone_client_auth: bool = _field("COURIER_ANYONE_CLIENT_AUTH", False,
+                                      "Only clients with an authorized key reach the hidden service")
+    private_mode: bool = _field("COURIER_PRIVATE_MODE", False,
+                                "Bot-to-backend traffic may leave only through the Anyone SOCKS port")
+    proxy_telegram: bool = _field("COURIER_PROXY_TELEGRAM", False,
+                                  "Send the bot's Bot API traffic through the Anyone SOCKS port too")
+
+    def public_dict(self) -> dict[str, Any]:
+        """Settings with secrets redacted, for logs and /courier routes."""
+        return {f.name: (repr(v) if isinstance(v, Secret) else v)
+                for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
+
+
+def _coerce(key: str, raw: Any, field: dataclasses.Field) -> Any:
+    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+    kind = type(default)
+    try:
+        if kind is Secret:
+            if not isinstance(raw, str):
+                raise TypeError("expected a string")
+            return Secret(raw.strip())
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(f"expected true/false, got {raw!r}")
+        if kind is list:
+            items = raw if isinstance(raw, list) else [p for p in str(raw).split(",") if p.strip()]
+            item_type = field.metadata.get("item", str)
+            return [item_type(str(i).strip()) for i in items]
+        if kind is float:
+            if isinstance(raw, bool):
+                raise TypeError("expected a number")
+            value = float(raw)
+            minimum = field.metadata.get("minimum")
+            if minimum is not None and value < minimum:
+                raise ValueError(f"must be at least {minimum}")
+            return value
+        if not isinstance(raw, str):
+            raise TypeError("expected a string")
+        return raw.strip()
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"setting {key!r}: bad value ({exc})") from None
+
+
+def load_settings(config_file: Path | None = None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from ``config_file`` (if it exists) overridden by ``environ``."""
+    environ = os.environ if environ is None else environ
+    fields = {f.name: f for f in dataclasses.fields(Settings)}
+    values: dict[str, Any] = {}
+    if config_file is not None and config_file.is_file():
+        try:
+            table = tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"{config_file.name}: not valid TOML ({exc})") from None
+        for key, raw in table.items():
+            if key not in fields:
+                raise SettingsError(f"{config_file.name}: unknown setting {key!r}")
+            values[key] = _coerce(key, raw, fields[key])
+    for name, field in fields.items():
+        env = field.metadata["env"]
+        if env in environ:
+            values[name] = _coerce(env, environ[env], field)
+    return Settings(**values)
+
+
+def settings_table() -> list[tuple[str, str, str, str]]:
+    """(env var, toml key, default, help) rows for the README's configuration table."""
+    rows = []
+    for f in dataclasses.fields(Settings):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        shown = "" if isinstance(default, Secret) else default
+        rows.append((f.metadata["env"], f.name, repr(shown), f.metadata["help"]))
+    return rows
