@@ -90,6 +90,8 @@ class Settings:
                                         "Minimum seconds between progress edits in one chat", minimum=0.0)
     max_image_mb: float = _field("COURIER_MAX_IMAGE_MB", 20.0,
                                  "Largest image a user may send", minimum=0.1)
+    max_jobs_per_user: int = _field("COURIER_MAX_JOBS_PER_USER", 5,
+                                    "Queued + running jobs one user may have at once", minimum=1)
     job_timeout_s: float = _field("COURIER_JOB_TIMEOUT_S", 1800.0,
                                   "A job running longer than this is failed", minimum=1.0)
     anyone_enabled: bool = _field("COURIER_ANYONE", False,
@@ -133,10 +135,10 @@ def _coerce(key: str, raw: Any, field: dataclasses.Field) -> Any:
             items = raw if isinstance(raw, list) else [p for p in str(raw).split(",") if p.strip()]
             item_type = field.metadata.get("item", str)
             return [item_type(str(i).strip()) for i in items]
-        if kind is float:
-            if isinstance(raw, bool):
-                raise TypeError("expected a number")
-            value = float(raw)
+        if kind in (int, float):
+            if isinstance(raw, bool) or (kind is int and isinstance(raw, float)):
+                raise TypeError(f"expected {'a whole number' if kind is int else 'a number'}")
+            value = kind(str(raw).strip()) if isinstance(raw, str) else kind(raw)
             minimum = field.metadata.get("minimum")
             if minimum is not None and value < minimum:
                 raise ValueError(f"must be at least {minimum}")

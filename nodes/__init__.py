@@ -1,6 +1,9 @@
 """ComfyUI nodes of the pack: one node per module, mappings derived from one table."""
 
-NODE_MODULES: tuple = ()
+from .telegram_input import TelegramInput
+from .telegram_output import TelegramOutput
 
-NODE_CLASS_MAPPINGS = {cls.NODE_ID: cls for cls in NODE_MODULES}
-NODE_DISPLAY_NAME_MAPPINGS = {cls.NODE_ID: cls.DISPLAY_NAME for cls in NODE_MODULES}
+NODE_CLASSES = (TelegramInput, TelegramOutput)
+
+NODE_CLASS_MAPPINGS = {cls.NODE_ID: cls for cls in NODE_CLASSES}
+NODE_DISPLAY_NAME_MAPPINGS = {cls.NODE_ID: cls.DISPLAY_NAME for cls in NODE_CLASSES}

@@ -1,0 +1,95 @@
+"""User-facing text in one place, keyed by message id, per language.
+
+The language is the user's Telegram language when we have it, else the
+configured fallback, else English. Missing keys fall back to English.
+"""
+
+from __future__ import annotations
+
+MESSAGES: dict[str, dict[str, str]] = {
+    "en": {
+        "welcome": "Hi {name}! I render images and videos with ComfyUI.\n\n{commands}",
+        "help": "Commands:\n{commands}\n\nReply to a picture to edit it; without a reply, edit commands use your last result.",
+        "help_line": "/{name} — {description}",
+        "not_allowed": "Sorry, this bot is private. Ask its owner to add your Telegram id {user_id}.",
+        "unknown_command": "I don't know /{name}. Send /help for the list of commands.",
+        "missing_prompt": "Please add a description: /{name} <text>",
+        "prompt_too_long": "That text is too long ({length} characters, the limit is {limit}).",
+        "needs_image": "/{name} edits a picture: reply to one, send one with the command as caption, or make one first (e.g. with /demo).",
+        "bad_image": "I couldn't use that picture: {reason}.",
+        "too_many_jobs": "You already have {count} jobs waiting. Please wait for them or /cancel.",
+        "queued": "Queued /{name} — position {position} in the queue.",
+        "running": "Rendering /{name}…",
+        "progress": "Rendering /{name}… {percent}% (step {value}/{max})",
+        "done": "Done in {seconds:.1f} s.",
+        "failed": "/{name} failed: {reason}",
+        "cancelled": "Cancelled {count} job(s).",
+        "nothing_to_cancel": "You have no jobs to cancel.",
+        "status_none": "You have no jobs in the queue.",
+        "status_line": "#{id} /{command} — {state}",
+        "state_queued": "queued, position {position}",
+        "state_running": "running",
+        "backend_down": "the image server is not reachable right now; your job will be retried",
+        "internal_error": "something went wrong on our side; the job was not lost and is marked failed",
+        "missing_model": "missing model file {name} (folder: {folder}) needed by {node}",
+        "unknown_node": "this workflow needs a node that is not installed: {node_type}",
+        "invalid_input": "{node}: {input} {message}",
+        "execution_error": "{node_type} failed: {message}",
+        "interrupted": "the job was interrupted",
+        "timeout": "the job took longer than {seconds:.0f} s and was stopped",
+    },
+    "de": {
+        "welcome": "Hallo {name}! Ich erstelle Bilder und Videos mit ComfyUI.\n\n{commands}",
+        "help": "Befehle:\n{commands}\n\nAntworte auf ein Bild, um es zu bearbeiten; ohne Antwort nehmen Bearbeitungsbefehle dein letztes Ergebnis.",
+        "not_allowed": "Dieser Bot ist privat. Bitte den Betreiber, deine Telegram-ID {user_id} freizuschalten.",
+        "unknown_command": "/{name} kenne ich nicht. /help zeigt alle Befehle.",
+        "missing_prompt": "Bitte gib eine Beschreibung an: /{name} <Text>",
+        "prompt_too_long": "Der Text ist zu lang ({length} Zeichen, erlaubt sind {limit}).",
+        "needs_image": "/{name} bearbeitet ein Bild: antworte auf eines, schicke eines mit dem Befehl als Bildunterschrift oder erstelle zuerst eines (z. B. mit /demo).",
+        "bad_image": "Dieses Bild kann ich nicht verwenden: {reason}.",
+        "too_many_jobs": "Du hast schon {count} wartende Aufträge. Bitte warte oder nutze /cancel.",
+        "queued": "/{name} eingereiht — Platz {position} in der Warteschlange.",
+        "running": "/{name} wird berechnet…",
+        "progress": "/{name} wird berechnet… {percent}% (Schritt {value}/{max})",
+        "done": "Fertig in {seconds:.1f} s.",
+        "failed": "/{name} ist fehlgeschlagen: {reason}",
+        "cancelled": "{count} Auftrag/Aufträge abgebrochen.",
+        "nothing_to_cancel": "Du hast keine Aufträge zum Abbrechen.",
+        "status_none": "Du hast keine Aufträge in der Warteschlange.",
+        "state_queued": "wartet, Platz {position}",
+        "state_running": "läuft",
+    },
+    "ru": {
+        "welcome": "Привет, {name}! Я создаю изображения и видео с помощью ComfyUI.\n\n{commands}",
+        "help": "Команды:\n{commands}\n\nОтветьте на картинку, чтобы изменить её; без ответа команды правки берут ваш последний результат.",
+        "not_allowed": "Извините, это закрытый бот. Попросите владельца добавить ваш Telegram id {user_id}.",
+        "unknown_command": "Я не знаю команду /{name}. Список команд: /help",
+        "missing_prompt": "Добавьте описание: /{name} <текст>",
+        "prompt_too_long": "Текст слишком длинный ({length} символов, максимум {limit}).",
+        "needs_image": "/{name} изменяет картинку: ответьте на неё, пришлите её с командой в подписи или сначала создайте (например, /demo).",
+        "bad_image": "Не получилось использовать эту картинку: {reason}.",
+        "too_many_jobs": "У вас уже {count} задач в очереди. Подождите или используйте /cancel.",
+        "queued": "/{name} в очереди — позиция {position}.",
+        "running": "/{name} рисуется…",
+        "progress": "/{name} рисуется… {percent}% (шаг {value}/{max})",
+        "done": "Готово за {seconds:.1f} с.",
+        "failed": "/{name} не удалось: {reason}",
+        "cancelled": "Отменено задач: {count}.",
+        "nothing_to_cancel": "У вас нет задач для отмены.",
+        "status_none": "У вас нет задач в очереди.",
+        "state_queued": "в очереди, позиция {position}",
+        "state_running": "выполняется",
+    },
+}
+
+
+def pick_language(user_language: str | None, fallback: str) -> str:
+    for candidate in ((user_language or "").split("-")[0].lower(), fallback):
+        if candidate in MESSAGES:
+            return candidate
+    return "en"
+
+
+def text(language: str, key: str, **params) -> str:
+    template = MESSAGES.get(language, {}).get(key) or MESSAGES["en"][key]
+    return template.format(**params)

@@ -1,0 +1,98 @@
+"""The python-telegram-bot Application inside a host event loop (ComfyUI's or our own).
+
+Never ``run_polling`` (it owns the loop): initialize → start → start_polling,
+reversed on stop. A bad token or an unreachable Bot API is a health error, not
+a crash of the host.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import BotCommand
+from telegram.error import InvalidToken, TelegramError
+from telegram.ext import AIORateLimiter, Application, ContextTypes
+
+from ..config import Settings
+from ..health import Health
+from ..store import commands
+from .context import BotData, CourierContext
+from .handlers import BUILTIN_COMMANDS, build_handlers
+
+log = logging.getLogger("courier.bot")
+
+
+def build_application(settings: Settings, store) -> Application:
+    api = settings.telegram_api_url.rstrip("/")
+    builder = (Application.builder()
+               .token(settings.telegram_bot_token.reveal())
+               .base_url(f"{api}/bot")
+               .base_file_url(f"{api}/file/bot")
+               .context_types(ContextTypes(context=CourierContext, bot_data=BotData))
+               .rate_limiter(AIORateLimiter(max_retries=3))
+               .concurrent_updates(True))
+    if settings.webhook_url:
+        builder = builder.updater(None)
+    application = builder.build()
+    application.bot_data.settings = settings
+    application.bot_data.store = store
+    for handler, group in build_handlers():
+        application.add_handler(handler, group)
+    return application
+
+
+class BotService:
+    def __init__(self, settings: Settings, store, health: Health):
+        self.settings = settings
+        self.health = health
+        self.application = build_application(settings, store)
+        self._started = False
+
+    @property
+    def dispatcher(self):
+        return self.application.bot_data.dispatcher
+
+    @dispatcher.setter
+    def dispatcher(self, value) -> None:
+        self.application.bot_data.dispatcher = value
+
+    async def start(self) -> bool:
+        """Connect to the Bot API; False (and a health error) if that fails."""
+        self.health.set("bot", "starting", "connecting to the Bot API")
+        try:
+            await self.application.initialize()
+        except InvalidToken:
+            self.health.set("bot", "error", "the Bot API rejected the bot token")
+            return False
+        except TelegramError as exc:
+            self.health.set("bot", "error", f"cannot reach the Bot API: {exc.__class__.__name__}")
+            return False
+        await self.application.start()
+        if self.application.updater is not None:
+            await self.application.updater.start_polling(allowed_updates=["message", "callback_query"])
+        else:
+            await self.application.bot.set_webhook(
+                self.settings.webhook_url, secret_token=self.settings.webhook_secret.reveal() or None)
+        self._started = True
+        await self.publish_command_menu()
+        self.health.set("bot", "ok", f"@{self.application.bot.username}",
+                        mode="webhook" if self.application.updater is None else "polling")
+        return True
+
+    async def publish_command_menu(self) -> None:
+        """Telegram's command menu = the enabled commands of the table (setMyCommands)."""
+        listed = await commands.list_commands(self.application.bot_data.store.pool, enabled_only=True)
+        menu = [BotCommand(c.name, c.description[:256] or c.name) for c in listed]
+        menu += [BotCommand(name, name) for name in BUILTIN_COMMANDS if name != "start"]
+        try:
+            await self.application.bot.set_my_commands(menu[:100])
+        except TelegramError as exc:
+            log.warning("could not publish the command menu: %s", exc)
+
+    async def stop(self) -> None:
+        if self._started:
+            if self.application.updater is not None and self.application.updater.running:
+                await self.application.updater.stop()
+            await self.application.stop()
+            self._started = False
+        await self.application.shutdown()

@@ -1,0 +1,58 @@
+"""Subcommands of ``python <pack folder>``: run the bot standalone, install anon, tools."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+from .config import CONFIG_FILE_NAME, SettingsError, load_settings
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python <comfyui-courier folder>",
+                                     description="ComfyUI Courier command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the bot standalone against ComfyUI backends")
+    run.add_argument("--config", type=Path, help=f"a {CONFIG_FILE_NAME} file (default: none)")
+    run.add_argument("--data-dir", type=Path, default=Path.home() / ".comfyui-courier",
+                     help="where state lives when COURIER_DATA_DIR is unset")
+    run.add_argument("--backend", default="http://127.0.0.1:8188",
+                     help="ComfyUI server used when COURIER_BACKENDS is unset")
+    sub.add_parser("install-anon", help="install the anon binary from the npm package", add_help=False)
+    sub.add_parser("emulator", help="run the local Telegram Bot API emulator", add_help=False)
+    args, rest = parser.parse_known_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.command == "install-anon":
+        from .anyone.install import main as install_main
+
+        return install_main(rest)
+    if args.command == "emulator":
+        from .emulator.telegram_botapi import main as emulator_main
+
+        return emulator_main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    try:
+        settings = load_settings(args.config)
+    except SettingsError as exc:
+        parser.exit(2, f"configuration error: {exc}\n")
+    return asyncio.run(_run_standalone(settings, args.data_dir, args.backend))
+
+
+async def _run_standalone(settings, data_dir: Path, backend: str) -> int:
+    from .runtime import Courier
+
+    courier = Courier(settings, Path(settings.data_dir) if settings.data_dir else data_dir, backend)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await courier.start()
+    try:
+        await stop.wait()
+    finally:
+        await courier.stop()
+    return 0

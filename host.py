@@ -1,0 +1,50 @@
+"""Hooks Courier onto ComfyUI's aiohttp app: routes now, services with the app.
+
+ComfyUI loads packs before ``add_routes()`` and ``AppRunner.setup()``, so routes
+and a cleanup context added here take effect. ComfyUI never runs cleanup on
+Ctrl-C/SIGTERM, so nothing here relies on teardown: jobs hold expiring leases.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from aiohttp import web
+
+from .runtime import COURIER, Courier
+from .server_routes import ROUTE_TABLES
+
+log = logging.getLogger("courier")
+
+
+def attach(prompt_server) -> None:
+    """Register routes and the service lifecycle on ComfyUI's PromptServer."""
+    app: web.Application = prompt_server.app
+    if app.router.frozen:
+        log.error("Courier: ComfyUI's router is already frozen; routes not added")
+        return
+    courier = Courier.for_comfyui(*_comfyui_locations())
+    app[COURIER] = courier
+    for table in ROUTE_TABLES:
+        app.router.add_routes(table)
+    app.cleanup_ctx.append(_courier_lifecycle)
+
+
+def _comfyui_locations() -> tuple[Path, str]:
+    import folder_paths
+    from comfy.cli_args import args
+
+    host = (args.listen or "127.0.0.1").split(",")[0].strip()
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return Path(folder_paths.get_user_directory()), f"http://{host}:{args.port}"
+
+
+async def _courier_lifecycle(app: web.Application):
+    courier = app[COURIER]
+    await courier.start()
+    yield
+    await courier.stop()
+

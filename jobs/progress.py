@@ -1,0 +1,65 @@
+"""One status message per job, edited at most once per interval per chat.
+
+Telegram allows roughly one message edit per second per chat before answering
+429; progress frames arrive far faster, so we keep only the newest text and
+send it when the chat's interval has passed. The last edit is never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Awaitable, Callable
+
+from telegram.error import BadRequest, TelegramError
+
+log = logging.getLogger("courier.progress")
+
+EditFn = Callable[[str], Awaitable[object]]
+
+
+class ChatThrottle:
+    """Shared by all jobs: when each chat may be edited next."""
+
+    def __init__(self, interval_s: float, clock: Callable[[], float] = time.monotonic):
+        self.interval_s = interval_s
+        self.clock = clock
+        self._next_allowed: dict[int, float] = {}
+
+    def try_acquire(self, chat_id: int) -> bool:
+        now = self.clock()
+        if now < self._next_allowed.get(chat_id, 0.0):
+            return False
+        self._next_allowed[chat_id] = now + self.interval_s
+        return True
+
+
+class ProgressMessage:
+    def __init__(self, chat_id: int, edit: EditFn, throttle: ChatThrottle):
+        self.chat_id = chat_id
+        self._edit = edit
+        self._throttle = throttle
+        self._shown = ""
+        self._lock = asyncio.Lock()
+
+    async def update(self, text: str) -> None:
+        """Show ``text`` if the chat may be edited now; otherwise drop it (a newer one follows)."""
+        if text == self._shown or not self._throttle.try_acquire(self.chat_id):
+            return
+        await self._show(text)
+
+    async def finish(self, text: str) -> None:
+        """The final text, always shown."""
+        if text != self._shown:
+            await self._show(text)
+
+    async def _show(self, text: str) -> None:
+        async with self._lock:
+            try:
+                await self._edit(text)
+                self._shown = text
+            except BadRequest as exc:  # e.g. the user deleted the message: progress is best effort
+                log.info("progress edit in chat %s skipped: %s", self.chat_id, exc)
+            except TelegramError as exc:
+                log.warning("progress edit in chat %s failed: %s", self.chat_id, exc)

@@ -1,0 +1,62 @@
+"""Telegram Input: where a bot job's text, image and seed enter a workflow."""
+
+from __future__ import annotations
+
+from .. import imaging
+
+MAX_SEED = 0xFFFFFFFFFFFFFFFF
+
+
+class TelegramInput:
+    NODE_ID = "CourierTelegramInput"
+    DISPLAY_NAME = "Telegram Input (Courier)"
+    CATEGORY = "Courier/Telegram"
+    DESCRIPTION = ("Receives the prompt, image and seed of a Telegram command. In the editor the "
+                   "defaults below are used; without an image it outputs a card showing the prompt.")
+    RETURN_TYPES = ("STRING", "IMAGE", "MASK", "INT", "INT", "INT", "STRING", "STRING")
+    RETURN_NAMES = ("prompt", "image", "mask", "seed", "width", "height", "chat_id", "user_id")
+    FUNCTION = "receive"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "command": ("STRING", {"default": "mycmd", "tooltip": "Bot command name (without /)"}),
+                "prompt": ("STRING", {"default": "an astronaut riding a horse", "multiline": True}),
+                "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True}),
+                "width": ("INT", {"default": 1024, "min": 16, "max": 8192, "step": 8}),
+                "height": ("INT", {"default": 1024, "min": 16, "max": 8192, "step": 8}),
+            },
+            "optional": {
+                "image": ("STRING", {"default": "", "tooltip": "Uploaded input image name; set by the bot"}),
+                "chat_id": ("STRING", {"default": ""}),
+                "user_id": ("STRING", {"default": ""}),
+            },
+        }
+
+    def receive(self, command, prompt, seed, width, height, image="", chat_id="", user_id=""):
+        import torch
+
+        picture = load_input_image(image) if image else imaging.text_card(prompt, width, height, seed)
+        rgb, mask = imaging.image_to_arrays(picture)
+        return (prompt, torch.from_numpy(rgb)[None], torch.from_numpy(mask)[None], seed,
+                picture.width, picture.height, chat_id, user_id)
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, image=""):
+        if image and not input_image_exists(image):
+            return f"Input image not found: {image}"
+        return True
+
+
+def load_input_image(name: str):
+    import folder_paths
+
+    with open(folder_paths.get_annotated_filepath(name), "rb") as fh:
+        return imaging.decode_image(fh.read(), max_bytes=512 * 2**20)
+
+
+def input_image_exists(name: str) -> bool:
+    import folder_paths
+
+    return folder_paths.exists_annotated_filepath(name)

@@ -1,0 +1,119 @@
+"""The Courier services and their order: database, then bot + dispatcher, Anyone beside.
+
+Used inside ComfyUI (host.py) and by the standalone bot (``python <pack> bot``).
+``start()`` returns at once and boots in a background task, so ComfyUI's
+readiness never waits for PostgreSQL, Telegram or the Anyone network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from aiohttp import web
+
+from ._version import __version__
+from .config import CONFIG_FILE_NAME, Settings, SettingsError, load_settings
+from .health import Health
+
+log = logging.getLogger("courier")
+
+COMPONENTS = ("database", "bot", "dispatcher", "anyone")
+
+
+class Courier:
+    def __init__(self, settings: Settings | None, data_dir: Path, local_backend: str | None,
+                 settings_error: str | None = None):
+        self.settings = settings
+        self.data_dir = data_dir
+        self.local_backend = local_backend
+        self.health = Health(*COMPONENTS)
+        self.store = None
+        self.bot = None
+        self.dispatcher = None
+        self.anyone = None
+        self._boot_task: asyncio.Task | None = None
+        if settings_error:
+            for name in COMPONENTS:
+                self.health.set(name, "error", settings_error)
+
+    @classmethod
+    def for_comfyui(cls, user_dir: Path, local_backend: str) -> "Courier":
+        """Settings from the environment over <user_dir>/courier.toml; a bad file is a health error."""
+        try:
+            settings = load_settings(user_dir / CONFIG_FILE_NAME)
+        except SettingsError as exc:
+            log.error("Courier is off: %s", exc)
+            return cls(None, user_dir / "courier", local_backend, settings_error=str(exc))
+        data_dir = Path(settings.data_dir) if settings.data_dir else user_dir / "courier"
+        return cls(settings, data_dir, local_backend)
+
+    def backends(self) -> list[str]:
+        return list(self.settings.backends) or ([self.local_backend] if self.local_backend else [])
+
+    async def start(self) -> None:
+        if self.settings is None or self._boot_task is not None:
+            return
+        self._boot_task = asyncio.create_task(self._boot(), name="courier-boot")
+
+    async def _boot(self) -> None:
+        from .store import Store, StoreError
+
+        settings = self.settings
+        if settings.anyone_enabled:
+            await self._start_anyone()
+        else:
+            self.health.set("anyone", "off", "COURIER_ANYONE is not enabled")
+        self.health.set("database", "starting", "opening PostgreSQL")
+        try:
+            self.store = await Store.open(settings, self.data_dir / "postgres")
+        except StoreError as exc:
+            log.error("Courier database: %s", exc)
+            self.health.set("database", "error", str(exc))
+            return
+        self.health.set("database", "ok", "embedded PostgreSQL" if not settings.database_url
+                        else "external PostgreSQL")
+        from .jobs.seed import seed_commands
+
+        await seed_commands(self.store)
+        if not settings.telegram_bot_token:
+            self.health.set("bot", "off", "TELEGRAM_BOT_TOKEN is not set")
+            self.health.set("dispatcher", "off", "no bot")
+            return
+        await self._start_bot()
+
+    async def _start_bot(self) -> None:
+        from .bot.service import BotService
+        from .jobs.dispatcher import Dispatcher
+
+        self.bot = BotService(self.settings, self.store, self.health)
+        if not await self.bot.start():
+            return
+        self.dispatcher = Dispatcher(self.settings, self.store, self.bot.application.bot,
+                                     self.backends(), self.health, anyone=self.anyone)
+        self.bot.dispatcher = self.dispatcher
+        await self.dispatcher.start()
+
+    async def _start_anyone(self) -> None:
+        from .anyone import AnyoneService
+
+        self.anyone = AnyoneService(self.settings, self.data_dir, self.local_backend, self.health)
+        await self.anyone.start()
+
+    async def stop(self) -> None:
+        if self._boot_task is not None and not self._boot_task.done():
+            self._boot_task.cancel()
+            await asyncio.gather(self._boot_task, return_exceptions=True)
+        for service in (self.dispatcher, self.bot, self.anyone, self.store):
+            if service is not None:
+                try:
+                    await service.close() if service is self.store else await service.stop()
+                except Exception:  # teardown continues with the other services
+                    log.exception("Courier: stopping %s failed", type(service).__name__)
+
+    def health_report(self) -> dict:
+        return {"version": __version__, "components": self.health.report()}
+
+
+COURIER = web.AppKey("courier", Courier)
