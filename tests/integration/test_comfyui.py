@@ -1,0 +1,115 @@
+"""The pack inside a real ComfyUI (``COMFYUI_DIR``): nodes, routes, frontend, log."""
+
+import json
+import signal
+import time
+
+import comfyui_courier
+from comfyui_courier.tests.fixtures.comfyui import PACK_ROOT
+from comfyui_courier.tests.integration._log import pack_problems, traceback_blocks
+
+HEALTH_STATES = {"ok", "off", "starting", "error"}
+HEALTH_DEADLINE_S = 60.0
+
+
+def wait_for_health(server, component, deadline_s=HEALTH_DEADLINE_S):
+    """/courier/health once ``component`` has left "starting" (or the deadline passed)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        health = server.get_json("/courier/health")
+        state = health.get("components", {}).get(component, {}).get("state")
+        if state != "starting" or time.monotonic() > deadline:
+            return health
+        time.sleep(0.2)
+
+
+def test_object_info_lists_every_node_of_the_pack(comfyui):
+    object_info = comfyui.get_json("/object_info")
+    ours = set(comfyui_courier.NODE_CLASS_MAPPINGS)
+    assert {"CourierTelegramInput", "CourierTelegramOutput"} <= ours
+    assert ours <= set(object_info), f"missing: {sorted(ours - set(object_info))}"
+    for name in ours:
+        info = object_info[name]
+        assert info["python_module"] == f"custom_nodes.{comfyui.pack_folder_name}", info
+        assert info["display_name"] == comfyui_courier.NODE_DISPLAY_NAME_MAPPINGS[name]
+
+
+def test_health_reports_every_component_and_the_embedded_database_ok(comfyui):
+    health = wait_for_health(comfyui, "database")
+    assert health["version"] == comfyui_courier.__version__
+    components = health["components"]
+    assert {"database", "bot", "anyone"} <= set(components)
+    for name, component in components.items():
+        assert component["state"] in HEALTH_STATES, (name, component)
+        assert isinstance(component.get("reason"), str), (name, component)
+    assert components["database"]["state"] == "ok", components["database"]
+
+
+def test_health_is_also_served_under_api(comfyui):
+    status, body = comfyui.get("/api/courier/health")
+    assert status == 200, body[:300]
+    assert json.loads(body)["version"] == comfyui_courier.__version__
+
+
+def test_frontend_extension_is_listed_once_and_served(comfyui):
+    js_dir = PACK_ROOT / "js"
+    ours = sorted(p.relative_to(js_dir).as_posix() for p in js_dir.rglob("*.js"))
+    assert ours, "js/ holds no .js file"
+    listed = comfyui.get_json("/extensions")
+    prefix = f"/extensions/{comfyui.pack_folder_name}/"
+    assert sorted(url[len(prefix):] for url in listed if url.startswith(prefix)) == ours
+    for name in ours:
+        # WEB_DIRECTORY and [tool.comfy].web together would list each file twice
+        assert [url for url in listed if url.endswith("/" + name)] == [prefix + name]
+        status, body = comfyui.get(prefix + name)
+        assert status == 200
+        assert body == (js_dir / name).read_bytes()
+
+
+def test_pack_loads_without_errors_or_warnings(comfyui):
+    wait_for_health(comfyui, "database")  # let start-up finish logging
+    log = comfyui.log_text()
+    assert f"custom_nodes/{comfyui.pack_folder_name}" in log, "ComfyUI did not try to load the pack"
+    markers = [comfyui.pack_folder_name, str(PACK_ROOT), "courier"]
+    assert pack_problems(log, markers) == [], comfyui.log_tail(120)
+
+
+def test_log_scanner_finds_our_traceback_and_ignores_comfyuis():
+    log = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/c/comfy_extras/nodes_audio.py", line 4, in <module>',
+        "ModuleNotFoundError: No module named 'torchaudio'",
+        "IMPORT FAILED: nodes_audio.py",
+        "Traceback (most recent call last):",
+        '  File "/b/custom_nodes/X-Courier/store/pool.py", line 9, in start',
+        "    raise OSError('boom')",
+        "OSError: boom",
+        "   0.1 seconds (IMPORT FAILED): /b/custom_nodes/X-Courier",
+        "/b/custom_nodes/X-Courier/bot/app.py:3: DeprecationWarning: old",
+        "   0.0 seconds: /b/custom_nodes/X-Courier",
+    ])
+    assert len(traceback_blocks(log)) == 2
+    problems = pack_problems(log, ["X-Courier"])
+    assert len(problems) == 3
+    assert problems[0].endswith("OSError: boom")
+    assert "IMPORT FAILED" in problems[1] and "DeprecationWarning" in problems[2]
+
+
+def test_comfyui_without_the_pack_has_no_courier_routes(comfyui_factory):
+    server = comfyui_factory(with_pack=False)
+    assert server.get("/courier/health")[0] == 404
+    assert not set(comfyui_courier.NODE_CLASS_MAPPINGS) & set(server.get_json("/object_info"))
+
+
+def test_ctrl_c_stops_comfyui_and_everything_the_pack_started(comfyui_factory):
+    server = comfyui_factory()
+    wait_for_health(server, "database")
+    assert server.stop() is not None
+    assert server.leftover_processes() == [], "the pack left processes running after Ctrl-C"
+
+
+def test_sigterm_stops_comfyui_and_everything_the_pack_started(comfyui_factory):
+    server = comfyui_factory()
+    wait_for_health(server, "database")
+    assert server.stop(signal.SIGTERM) is not None
+    assert server.leftover_processes() == [], "the pack left processes running after SIGTERM"
