@@ -1,0 +1,92 @@
+"""Packaging for ComfyUI-Manager and the Comfy Registry: pyproject.toml, requirements.txt,
+and ``comfy node validate`` (comfy-cli), the check the Registry runs before publishing."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+import comfyui_courier
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+PACK_ROOT = Path(comfyui_courier.__file__).resolve().parent
+GPU_WHEELS = {"torch", "torchvision", "torchaudio"}  # ComfyUI's own; a pack must never pull them
+VALIDATE_TIMEOUT_S = 120
+
+
+def pyproject() -> dict:
+    return tomllib.loads((PACK_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def requirement_lines() -> list[str]:
+    lines = (PACK_ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    return [line.split(" #")[0].strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def normalized(requirements) -> list[str]:
+    return sorted(str(Requirement(text)) for text in requirements)
+
+
+def test_project_table_has_what_the_registry_needs():
+    project = pyproject()["project"]
+    assert project["name"] == "comfyui-courier"
+    assert project["version"] == comfyui_courier.__version__
+    assert project["description"].strip()
+    license_ = project["license"]
+    assert isinstance(license_, str) or {"file", "text"} & set(license_), license_
+    if isinstance(license_, dict) and "file" in license_:
+        assert (PACK_ROOT / license_["file"]).is_file()
+    assert project["dependencies"]
+    assert project["urls"]["Repository"].startswith("https://")
+
+
+def test_tool_comfy_table_has_what_the_registry_needs():
+    comfy = pyproject()["tool"]["comfy"]
+    assert comfy["PublisherId"].strip()
+    assert comfy["DisplayName"] == "ComfyUI Courier"
+    assert comfy["Icon"].startswith("https://")
+    assert comfy["requires-comfyui"].strip()
+
+
+def test_requirements_txt_lists_exactly_the_project_dependencies():
+    assert normalized(requirement_lines()) == normalized(pyproject()["project"]["dependencies"])
+
+
+def test_no_torch_family_dependency():
+    for requirements in (requirement_lines(), pyproject()["project"]["dependencies"]):
+        names = {Requirement(text).name.lower().replace("_", "-") for text in requirements}
+        assert not names & GPU_WHEELS
+
+
+def test_frontend_is_registered_once():
+    # ComfyUI serves WEB_DIRECTORY under the folder name and [tool.comfy].web under the
+    # project name: with both, the graph editor loads the extension twice.
+    assert comfyui_courier.WEB_DIRECTORY
+    assert (PACK_ROOT / comfyui_courier.WEB_DIRECTORY).is_dir()
+    assert "web" not in pyproject()["tool"]["comfy"]
+
+
+def test_comfy_node_validate_passes_without_errors_or_warnings(tmp_path):
+    """Offline and non-interactive: parses pyproject.toml, then ruff S102/S307/E702 over the tree."""
+    try:
+        import comfy_cli  # noqa: F401
+    except ImportError:
+        pytest.fail("comfy-cli is missing: pip install -r tests/requirements.txt")
+    env = dict(os.environ, HOME=str(tmp_path),  # comfy-cli keeps its config under ~/.config
+               DO_NOT_TRACK="1", COMFY_NO_TELEMETRY="1", NO_COLOR="1", COLUMNS="200")
+    result = subprocess.run(
+        [sys.executable, "-m", "comfy_cli", "--skip-prompt", "node", "validate"],
+        cwd=PACK_ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=VALIDATE_TIMEOUT_S)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "All validation checks passed" in output, output
+    assert "warning" not in output.lower(), output
+    assert "error" not in output.lower(), output
