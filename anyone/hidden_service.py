@@ -1,0 +1,175 @@
+"""The ComfyUI server as a persistent Anyone hidden service, with optional client authorization.
+
+Keys live in ``<data_dir>/anyone/hs`` (anon creates them on first launch), so the
+``.anon`` address survives restarts. We serve ``.anon`` addresses: the pinned
+anon 0.4.9.x knows no other onion suffix (see transport.py).
+
+Client authorization (v3): each authorized client has an x25519 key pair. The
+server keeps the public half in ``<data_dir>/anyone/clients/<name>.auth``; on
+start we copy those into ``hs/authorized_clients/`` when the setting is on and
+empty that folder when it is off, because anon enforces whatever it finds there
+-- and publishes an *open* service when the folder is empty, so with the setting
+on and no client we refuse to publish at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import ipaddress
+import re
+import secrets
+import shutil
+from pathlib import Path
+
+from .errors import ClientAuthError
+from .process import Options
+
+ADDRESS = re.compile(r"^[a-z2-7]{56}\.anon$")
+CLIENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+VIRTUAL_PORT = 80
+
+
+def _x25519(scalar: bytes, point: bytes) -> bytes:
+    """RFC 7748 X25519 (Montgomery ladder). Runs once per generated key, so pure Python is fine."""
+    p = 2**255 - 19
+    k = bytearray(scalar)
+    k[0] &= 248
+    k[31] = (k[31] & 127) | 64
+    n = int.from_bytes(k, "little")
+    x1 = int.from_bytes(point, "little") & ((1 << 255) - 1)
+    x2, z2, x3, z3, swap = 1, 0, x1, 1, 0
+    for t in reversed(range(255)):
+        bit = (n >> t) & 1
+        if swap ^ bit:
+            x2, x3, z2, z3 = x3, x2, z3, z2
+        swap = bit
+        a, b, c, d = x2 + z2, x2 - z2, x3 + z3, x3 - z3
+        aa, bb, da, cb = a * a % p, b * b % p, d * a % p, c * b % p
+        e = aa - bb
+        x3, z3 = (da + cb) ** 2 % p, x1 * (da - cb) ** 2 % p
+        x2, z2 = aa * bb % p, e * (aa + 121665 * e) % p
+    if swap:
+        x2, z2 = x3, z3
+    return (x2 * pow(z2, p - 2, p) % p).to_bytes(32, "little")
+
+
+def _b32(key: bytes) -> str:
+    return base64.b32encode(key).decode().rstrip("=")
+
+
+def generate_client_auth(address: str) -> tuple[str, str]:
+    """A new x25519 client key pair for ``address``.
+
+    Returns (server line for ``authorized_clients/<name>.auth``,
+    client line for a ``<name>.auth_private`` file in the client's ClientOnionAuthDir).
+    The client line holds the private key: hand it over privately, never log it.
+    """
+    if not ADDRESS.match(address):
+        raise ClientAuthError(f"not a .anon address: {address!r}")
+    private = bytearray(secrets.token_bytes(32))
+    private[0] &= 248
+    private[31] = (private[31] & 127) | 64
+    public = _x25519(bytes(private), (9).to_bytes(32, "little"))
+    server = f"descriptor:x25519:{_b32(public)}"
+    client = f"{address.removesuffix('.anon')}:descriptor:x25519:{_b32(bytes(private))}"
+    return server, client
+
+
+def write_client_credential(client_auth_dir: Path, name: str, client_line: str) -> Path:
+    """Store a client line where our anon (ClientOnionAuthDir) reads it; owner-only file."""
+    if not CLIENT_NAME.match(name):
+        raise ClientAuthError(f"client name must be 1-64 of A-Z a-z 0-9 _ -: {name!r}")
+    client_auth_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = client_auth_dir / f"{name}.auth_private"
+    path.touch(mode=0o600)
+    path.write_text(client_line.strip() + "\n")
+    return path
+
+
+def qr_png(address: str) -> bytes:
+    """A QR code (PNG) of ``http://<address>/``, for a phone's Anyone-enabled browser."""
+    import qrcode
+
+    buf = io.BytesIO()
+    qrcode.make(f"http://{address}/").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def exposure_warning(listen: str) -> str | None:
+    """A warning when ComfyUI listens beyond loopback while it is also a hidden service."""
+    hosts = [h.strip() for h in (listen or "").split(",") if h.strip()] or ["127.0.0.1"]
+    exposed = []
+    for host in hosts:
+        try:
+            if ipaddress.ip_address(host.strip("[]")).is_loopback:
+                continue
+        except ValueError:
+            if host == "localhost":
+                continue
+        exposed.append(host)
+    if not exposed:
+        return None
+    return (f"ComfyUI listens on {', '.join(exposed)}, not only on loopback: anyone who can reach "
+            "this machine's network address bypasses the hidden service and learns where it is. "
+            "Start ComfyUI with --listen 127.0.0.1 to be reachable only through Anyone.")
+
+
+class HiddenService:
+    """Files and torrc lines of the persistent hidden service that fronts ``target`` (host:port)."""
+
+    def __init__(self, anyone_dir: Path, target: str, *, client_auth: bool):
+        self.dir = Path(anyone_dir) / "hs"
+        self.clients_dir = Path(anyone_dir) / "clients"
+        self.target = target
+        self.client_auth = client_auth
+
+    @property
+    def address(self) -> str | None:
+        """``<56 chars>.anon`` once anon has created the keys, else None."""
+        try:
+            text = (self.dir / "hostname").read_text().strip()
+        except OSError:
+            return None
+        return text if ADDRESS.match(text) else None
+
+    def clients(self) -> list[str]:
+        return sorted(p.stem for p in self.clients_dir.glob("*.auth"))
+
+    def prepare(self) -> Options:
+        """Create the folders anon wants (0700), sync authorized clients; return the torrc lines."""
+        for folder in (self.dir, self.dir / "authorized_clients"):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            folder.chmod(0o700)
+        authorized = self.dir / "authorized_clients"
+        for stale in authorized.glob("*.auth"):
+            stale.unlink()
+        if self.client_auth:
+            if not self.clients():
+                raise ClientAuthError("client authorization is on but no client is authorized yet: "
+                                      "add one (python <pack> anyone-client add NAME) first")
+            for source in self.clients_dir.glob("*.auth"):
+                shutil.copyfile(source, authorized / source.name)
+        return [("HiddenServiceDir", str(self.dir)),
+                ("HiddenServicePort", f"{VIRTUAL_PORT} {self.target}")]
+
+    def add_client(self, name: str) -> str:
+        """Authorize a new client; returns its client line (secret). Applies at the next (re)load."""
+        if not CLIENT_NAME.match(name):
+            raise ClientAuthError(f"client name must be 1-64 of A-Z a-z 0-9 _ -: {name!r}")
+        address = self.address
+        if address is None:
+            raise ClientAuthError("the hidden service has no address yet: start Courier with "
+                                  "COURIER_ANYONE=1 once so anon creates its keys")
+        server, client = generate_client_auth(address)
+        self.clients_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.clients_dir / f"{name}.auth").write_text(server + "\n")
+        return client
+
+    def remove_client(self, name: str) -> bool:
+        """Revoke a client; False if it was not authorized. Applies at the next (re)load."""
+        path = self.clients_dir / f"{name}.auth"
+        if not CLIENT_NAME.match(name) or not path.exists():
+            return False
+        path.unlink()
+        return True

@@ -1,0 +1,153 @@
+"""AnyoneService: what the host starts -- anon, the hidden service, the SOCKS port for clients.
+
+Layout under ``<data_dir>/anyone/``: ``anon/`` (anon's DataDirectory), ``hs/``
+(hidden-service keys and hostname), ``clients/`` (public keys of authorized
+clients), ``client_auth/`` (``*.auth_private`` lines that let *our* anon reach
+other services that use client authorization).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .errors import AnyoneError, ClientAuthError
+from .hidden_service import HiddenService, exposure_warning
+from .install import find_anon
+from .process import AnonProcess, Options
+from .transport import make_connector
+
+log = logging.getLogger("courier.anyone")
+
+ANNOUNCE_TIMEOUT_S = 60.0
+
+
+class AnyoneService:
+    """``await start()`` returns at once; anon boots and is supervised in the background.
+
+    ``local_backend`` (``http://127.0.0.1:8188``) is published as a hidden service;
+    None runs anon only as a client (a bot host without ComfyUI). ``health`` is the
+    host's Health registry (component ``anyone``); ``listen`` is ComfyUI's
+    ``--listen`` value, checked for exposure beyond loopback. ``network_options``
+    are extra torrc lines, e.g. a private test network's.
+    """
+
+    def __init__(self, settings, data_dir: Path, local_backend: str | None = None, health=None, *,
+                 listen: str | None = None, network_options: Options = ()):
+        self.settings = settings
+        self.dir = Path(data_dir) / "anyone"
+        self.local_backend = local_backend
+        self._health = health
+        self.listen = listen
+        self.network_options = list(network_options)
+        self.hidden_service: HiddenService | None = None
+        if local_backend:
+            parts = urlsplit(local_backend)
+            self.hidden_service = HiddenService(self.dir, f"{parts.hostname}:{parts.port or 80}",
+                                                client_auth=settings.anyone_client_auth)
+        self.process: AnonProcess | None = None
+        self._state = {"state": "off", "reason": "not started", "bootstrap": 0}
+        self._announce: asyncio.Task | None = None
+
+    @property
+    def onion_address(self) -> str | None:
+        """``<56 chars>.anon`` of this ComfyUI once anon has created its keys (survives restarts)."""
+        return self.hidden_service.address if self.hidden_service and self.process else None
+
+    @property
+    def socks_url(self) -> str | None:
+        """The SOCKS port for ``.anon`` backends: the ``anyone_socks_url`` setting, else our anon's."""
+        if self.settings.anyone_socks_url:
+            return self.settings.anyone_socks_url
+        if self.process is not None:
+            return f"socks5h://127.0.0.1:{self.process.socks_port}"
+        return None
+
+    def connector_for(self, url: str):
+        """The aiohttp connector for one backend URL (see transport.make_connector)."""
+        return make_connector(url, self.settings, self.socks_url)
+
+    def health(self) -> dict:
+        report = dict(self.process.health()) if self.process else dict(self._state)
+        if self.hidden_service is not None:
+            report["onion_address"] = self.onion_address
+            report["client_auth"] = self.settings.anyone_client_auth
+        return report
+
+    async def start(self) -> None:
+        """Check settings and launch anon in the background; problems become health errors."""
+        if self.process is not None:
+            return
+        if not self.settings.anyone_enabled:
+            return self._report("off", "COURIER_ANYONE is not enabled")
+        if not self.settings.anyone_agree_to_terms:
+            return self._report("error", "anon runs only after you accept the Anyone network terms "
+                                         "(https://www.anyone.io/terms): set COURIER_ANYONE_AGREE_TO_TERMS=1")
+        binary = find_anon(self.settings.anon_binary, self.dir.parent)
+        if binary is None or not binary.is_file():
+            return self._report("error", f"anon binary not found ({binary or 'not in PATH'}): run "
+                                         "`python <pack folder> install-anon` or set COURIER_ANON_BINARY")
+        options = [("ClientOnionAuthDir", str(self._client_auth_dir())), *self.network_options]
+        if self.hidden_service is not None:
+            if self.listen and (warning := exposure_warning(self.listen)):
+                log.warning("Courier: %s", warning)
+            try:
+                options += self.hidden_service.prepare()
+            except (ClientAuthError, OSError) as exc:
+                return self._report("error", f"hidden service not published: {exc}")
+        self.process = AnonProcess(binary, self.dir / "anon", options=options, on_change=self._on_change)
+        await self.process.start()
+        if self.hidden_service is not None:
+            self._announce = asyncio.create_task(self._log_address(), name="courier-anyone-address")
+
+    async def stop(self) -> None:
+        if self._announce is not None:
+            self._announce.cancel()
+        if self.process is not None:
+            await self.process.stop()
+            self.process = None
+        self._report("off", "stopped")
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Wait until anon has bootstrapped (tests, tools); raises AnyoneError if it is not running."""
+        if self.process is None:
+            raise AnyoneError(f"anon is not running: {self._state['reason']}")
+        await self.process.wait_bootstrapped(timeout)
+
+    async def add_client(self, name: str) -> str:
+        """Authorize a client of the hidden service now; returns its secret client line."""
+        if self.hidden_service is None:
+            raise ClientAuthError("no hidden service here")
+        line = self.hidden_service.add_client(name)
+        if self.process is not None and self.settings.anyone_client_auth:
+            self.hidden_service.prepare()
+            await self.process.reload()
+        return line
+
+    def _client_auth_dir(self) -> Path:
+        path = self.dir / "client_auth"
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.chmod(0o700)
+        return path
+
+    async def _log_address(self) -> None:
+        for _ in range(int(ANNOUNCE_TIMEOUT_S / 0.2)):
+            if self.onion_address:
+                log.info("Courier: ComfyUI is published as the hidden service http://%s/%s", self.onion_address,
+                         " (client authorization on)" if self.settings.anyone_client_auth else "")
+                return
+            await asyncio.sleep(0.2)
+
+    def _report(self, state: str, reason: str) -> None:
+        self._state = {"state": state, "reason": reason, "bootstrap": 0}
+        if state == "error":
+            log.error("Courier anyone: %s", reason)
+        self._on_change()
+
+    def _on_change(self, _process_health: dict | None = None) -> None:
+        if self._health is not None:
+            report = self.health()
+            details = {k: v for k, v in report.items() if k not in ("state", "reason")}
+            self._health.set("anyone", report["state"], report["reason"], **details)
