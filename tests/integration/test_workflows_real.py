@@ -1,0 +1,215 @@
+"""The shipped command workflows against a real ComfyUI (COMFYUI_DIR, started --cpu).
+
+The weight-free commands (demo, demoedit) run to the end and produce an image.
+The model commands have no weights here, so ComfyUI must reject them at
+validation with nothing but ``value_not_in_list`` on their loaders, naming
+exactly the manifest's model files: every other node, link and value of the
+converted graphs is valid.
+"""
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+PACK_ROOT = Path(__file__).resolve().parents[2]
+API_DIR = PACK_ROOT / "workflows" / "api"
+MANIFEST = json.loads((API_DIR / "commands.json").read_text(encoding="utf-8"))
+MODEL_COMMANDS = [name for name, entry in MANIFEST.items() if entry["models"]]
+INPUT, OUTPUT = "CourierTelegramInput", "CourierTelegramOutput"
+LOADER_INPUTS = {
+    "CheckpointLoaderSimple": {"ckpt_name"}, "UNETLoader": {"unet_name"},
+    "DualCLIPLoader": {"clip_name1", "clip_name2"}, "CLIPLoader": {"clip_name"},
+    "VAELoader": {"vae_name"}, "LoraLoaderModelOnly": {"lora_name"},
+}
+READY_S, RUN_S, HTTP_S = 120.0, 120.0, 30.0
+
+
+class _Server:
+    """Fallback when the shared ``comfyui`` fixture is absent: ComfyUI with the pack, 127.0.0.1 only."""
+
+    def __init__(self, comfyui_dir: Path, base: Path):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        (base / "custom_nodes").mkdir(parents=True)
+        (base / "user").mkdir()
+        (base / "custom_nodes" / "ComfyUI-Courier-wf").symlink_to(PACK_ROOT, target_is_directory=True)
+        venv_python = comfyui_dir / ".venv" / "bin" / "python"
+        python = os.environ.get("COMFYUI_PYTHON") or (str(venv_python) if venv_python.exists() else "python3")
+        self.log = base / "comfyui.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("COURIER_", "TELEGRAM_"))}
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [python, str(comfyui_dir / "main.py"), "--cpu", "--listen", "127.0.0.1",
+                 "--port", str(self.port), "--base-directory", str(base),
+                 "--database-url", f"sqlite:///{base / 'user' / 'comfyui.db'}"],
+                cwd=base, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        deadline = time.monotonic() + READY_S
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError("ComfyUI exited early:\n" + self.log.read_text(errors="replace")[-3000:])
+            try:
+                with urllib.request.urlopen(self.url + "/system_stats", timeout=2):
+                    return
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise TimeoutError("ComfyUI not ready:\n" + self.log.read_text(errors="replace")[-3000:])
+                time.sleep(0.1)
+
+    def stop(self):
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            if self.process.poll() is not None:
+                break
+            os.killpg(self.process.pid, sig)  # the group our ComfyUI leads (start_new_session)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@pytest.fixture(scope="module")
+def server(request, tmp_path_factory):
+    """The shared ``comfyui`` fixture (tests/fixtures/comfyui.py) if present, else our own."""
+    try:
+        shared = request.getfixturevalue("comfyui")
+    except pytest.FixtureLookupError:
+        shared = None
+    if shared is not None:
+        yield shared
+        return
+    comfyui_dir = os.environ.get("COMFYUI_DIR")
+    if not comfyui_dir:
+        pytest.skip("COMFYUI_DIR is not set")
+    own = _Server(Path(comfyui_dir), tmp_path_factory.mktemp("comfyui-workflows"))
+    try:
+        yield own
+    finally:
+        own.stop()
+
+
+def _request(server, method, path, body=None, headers=None):
+    req = urllib.request.Request(server.url + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=HTTP_S) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def _json(server, method, path, payload=None):
+    body = None if payload is None else json.dumps(payload).encode()
+    status, data = _request(server, method, path, body, {"Content-Type": "application/json"})
+    return status, json.loads(data)
+
+
+def upload_png(server, image: Image.Image) -> str:
+    """POST /upload/image as the bot does; returns the name the Input node's ``image`` takes."""
+    png = io.BytesIO()
+    image.save(png, format="PNG")
+    boundary = uuid.uuid4().hex
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="wf-{boundary[:8]}.png"\r\n'
+        "Content-Type: image/png\r\n\r\n".encode() + png.getvalue() + b"\r\n",
+        f'--{boundary}\r\nContent-Disposition: form-data; name="type"\r\n\r\ninput\r\n'.encode(),
+        f'--{boundary}\r\nContent-Disposition: form-data; name="subfolder"\r\n\r\ncourier\r\n'.encode(),
+        f"--{boundary}--\r\n".encode(),
+    ]
+    status, data = _request(server, "POST", "/upload/image", b"".join(parts),
+                            {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status == 200, data
+    reply = json.loads(data)
+    return f"{reply['subfolder']}/{reply['name']}" if reply["subfolder"] else reply["name"]
+
+
+def job(name, *, prompt, seed, image=""):
+    """The command's workflow filled in as the bot fills it for one job."""
+    workflow = json.loads((API_DIR / MANIFEST[name]["file"]).read_text(encoding="utf-8"))
+    (node,) = [n for n in workflow.values() if n["class_type"] == INPUT]
+    node["inputs"].update(prompt=prompt, seed=seed, image=image, chat_id="42", user_id="7")
+    return workflow
+
+
+def run_to_end(server, workflow):
+    status, reply = _json(server, "POST", "/prompt", {"prompt": workflow, "client_id": uuid.uuid4().hex})
+    assert status == 200 and reply["node_errors"] == {}, reply
+    prompt_id = reply["prompt_id"]
+    deadline = time.monotonic() + RUN_S
+    while time.monotonic() < deadline:
+        _, history = _json(server, "GET", f"/history/{prompt_id}")
+        entry = history.get(prompt_id)
+        if entry and entry["status"].get("completed") is not None and entry["status"]["status_str"] != "running":
+            errors = [data for kind, data in entry["status"]["messages"] if kind == "execution_error"]
+            assert entry["status"]["status_str"] == "success", [
+                f"{e['node_type']} {e['node_id']}: {e['exception_type']}: {e['exception_message']}" for e in errors]
+            return entry
+        time.sleep(0.2)
+    raise TimeoutError(f"prompt {prompt_id} did not finish within {RUN_S:.0f} s")
+
+
+def output_image(server, workflow, entry) -> Image.Image:
+    (output_id,) = [i for i, n in workflow.items() if n["class_type"] == OUTPUT]
+    (ref,) = entry["outputs"][output_id]["images"]
+    query = urllib.parse.urlencode({k: ref[k] for k in ("filename", "subfolder", "type")})
+    status, data = _request(server, "GET", f"/view?{query}")
+    assert status == 200
+    return Image.open(io.BytesIO(data))
+
+
+def test_demo_renders_the_prompt_card(server):
+    workflow = job("demo", prompt="a lighthouse at dusk", seed=12345)
+    picture = output_image(server, workflow, run_to_end(server, workflow))
+    assert picture.format == "PNG" and picture.size == (512, 512)
+    pixels = np.asarray(picture.convert("RGB"))
+    assert pixels.std() > 5  # a card with text, not a blank
+
+
+def test_demoedit_inverts_the_users_image(server):
+    rng = np.random.default_rng(7)
+    original = rng.integers(0, 256, size=(48, 64, 3), dtype=np.uint8)
+    name = upload_png(server, Image.fromarray(original, "RGB"))
+    workflow = job("demoedit", prompt="invert it", seed=1, image=name)
+    picture = output_image(server, workflow, run_to_end(server, workflow))
+    assert picture.size == (64, 48)
+    result = np.asarray(picture.convert("RGB")).astype(int)
+    # ComfyUI images are floats in 0..1; writing 8 bits truncates as SaveImage does, so 1 - x
+    # may land one step low. Anything more would be a lossy path (JPEG, a resize, a colour shift).
+    assert np.abs(result - (255 - original.astype(int))).max() <= 1
+
+
+@pytest.mark.parametrize("name", MODEL_COMMANDS)
+def test_model_command_fails_only_for_its_missing_model_files(server, name):
+    image = ""
+    if MANIFEST[name]["takes_image"]:
+        image = upload_png(server, Image.new("RGB", (96, 64), (200, 30, 30)))
+    workflow = job(name, prompt="an astronaut riding a horse", seed=2**64 - 1, image=image)
+    status, reply = _json(server, "POST", "/prompt", {"prompt": workflow, "client_id": uuid.uuid4().hex})
+    assert status == 400, reply
+    assert reply["error"]["type"] == "prompt_outputs_failed_validation", reply["error"]
+    named = set()
+    for node_id, failure in reply["node_errors"].items():
+        class_type = workflow[node_id]["class_type"]
+        assert failure["class_type"] == class_type
+        assert class_type in LOADER_INPUTS, f"{class_type} {node_id}: {failure['errors']}"
+        for error in failure["errors"]:
+            assert error["type"] == "value_not_in_list", error
+            info = error["extra_info"]
+            assert info["input_name"] in LOADER_INPUTS[class_type]
+            assert info["received_value"] == workflow[node_id]["inputs"][info["input_name"]]
+            named.add(info["received_value"])
+    assert named == {model["name"] for model in MANIFEST[name]["models"]}
