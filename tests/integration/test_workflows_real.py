@@ -9,10 +9,6 @@ converted graphs is valid.
 
 import io
 import json
-import os
-import signal
-import socket
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -24,8 +20,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-PACK_ROOT = Path(__file__).resolve().parents[2]
-API_DIR = PACK_ROOT / "workflows" / "api"
+API_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
 MANIFEST = json.loads((API_DIR / "commands.json").read_text(encoding="utf-8"))
 MODEL_COMMANDS = [name for name, entry in MANIFEST.items() if entry["models"]]
 INPUT, OUTPUT = "CourierTelegramInput", "CourierTelegramOutput"
@@ -34,73 +29,13 @@ LOADER_INPUTS = {
     "DualCLIPLoader": {"clip_name1", "clip_name2"}, "CLIPLoader": {"clip_name"},
     "VAELoader": {"vae_name"}, "LoraLoaderModelOnly": {"lora_name"},
 }
-READY_S, RUN_S, HTTP_S = 120.0, 120.0, 30.0
+RUN_S, HTTP_S = 120.0, 30.0
 
 
-class _Server:
-    """Fallback when the shared ``comfyui`` fixture is absent: ComfyUI with the pack, 127.0.0.1 only."""
-
-    def __init__(self, comfyui_dir: Path, base: Path):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        (base / "custom_nodes").mkdir(parents=True)
-        (base / "user").mkdir()
-        (base / "custom_nodes" / "ComfyUI-Courier-wf").symlink_to(PACK_ROOT, target_is_directory=True)
-        venv_python = comfyui_dir / ".venv" / "bin" / "python"
-        python = os.environ.get("COMFYUI_PYTHON") or (str(venv_python) if venv_python.exists() else "python3")
-        self.log = base / "comfyui.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("COURIER_", "TELEGRAM_"))}
-        with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(
-                [python, str(comfyui_dir / "main.py"), "--cpu", "--listen", "127.0.0.1",
-                 "--port", str(self.port), "--base-directory", str(base),
-                 "--database-url", f"sqlite:///{base / 'user' / 'comfyui.db'}"],
-                cwd=base, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        deadline = time.monotonic() + READY_S
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError("ComfyUI exited early:\n" + self.log.read_text(errors="replace")[-3000:])
-            try:
-                with urllib.request.urlopen(self.url + "/system_stats", timeout=2):
-                    return
-            except (urllib.error.URLError, OSError):
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise TimeoutError("ComfyUI not ready:\n" + self.log.read_text(errors="replace")[-3000:])
-                time.sleep(0.1)
-
-    def stop(self):
-        for sig in (signal.SIGINT, signal.SIGKILL):
-            if self.process.poll() is not None:
-                break
-            os.killpg(self.process.pid, sig)  # the group our ComfyUI leads (start_new_session)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                pass
-
-
-@pytest.fixture(scope="module")
-def server(request, tmp_path_factory):
-    """The shared ``comfyui`` fixture (tests/fixtures/comfyui.py) if present, else our own."""
-    try:
-        shared = request.getfixturevalue("comfyui")
-    except pytest.FixtureLookupError:
-        shared = None
-    if shared is not None:
-        yield shared
-        return
-    comfyui_dir = os.environ.get("COMFYUI_DIR")
-    if not comfyui_dir:
-        pytest.skip("COMFYUI_DIR is not set")
-    own = _Server(Path(comfyui_dir), tmp_path_factory.mktemp("comfyui-workflows"))
-    try:
-        yield own
-    finally:
-        own.stop()
+@pytest.fixture
+def server(comfyui):
+    """The session's real ComfyUI with the pack (tests/fixtures/comfyui.py); skips without COMFYUI_DIR."""
+    return comfyui
 
 
 def _request(server, method, path, body=None, headers=None):
