@@ -49,7 +49,7 @@ def image_to_arrays(image: Image.Image) -> tuple[np.ndarray, np.ndarray]:
 
 def array_to_image(rgb: np.ndarray) -> Image.Image:
     """A [H,W,3] float array in 0..1 as an 8-bit RGB image."""
-    return Image.fromarray(np.clip(rgb * 255.0, 0, 255).astype(np.uint8))
+    return Image.fromarray(np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8))
 
 
 def encode_png(image: Image.Image, metadata: dict[str, str] | None = None) -> bytes:
@@ -73,8 +73,8 @@ def text_card(text: str, width: int, height: int, seed: int) -> Image.Image:
     workflows (and the editor's preview) still have a meaningful picture.
     """
     digest = hashlib.sha256(f"{seed}".encode()).digest()
-    top = np.array(digest[0:3], dtype=np.float32)
-    bottom = np.array(digest[3:6], dtype=np.float32)
+    top = np.frombuffer(digest[0:3], dtype=np.uint8).astype(np.float32)
+    bottom = np.frombuffer(digest[3:6], dtype=np.uint8).astype(np.float32)
     ramp = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None, None]
     pixels = (top * (1 - ramp) + bottom * ramp).repeat(width, axis=1)
     image = Image.fromarray(pixels.astype(np.uint8), "RGB")

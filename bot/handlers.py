@@ -10,7 +10,7 @@ import random
 from telegram import Message, Update
 from telegram.ext import ApplicationHandlerStop, BaseHandler, CommandHandler, MessageHandler, TypeHandler, filters
 
-from ..jobs.workflow import consumes_image
+from ..jobs.workflow import requires_image
 from ..store import commands, jobs, sessions, users
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, parse_command
@@ -100,7 +100,7 @@ async def run_command(update: Update, context: CourierContext) -> None:
     if command is None or not command.enabled:
         await message.reply_text(context.t(update, "unknown_command", name=request.name))
         return
-    needs_image = consumes_image(command.workflow)
+    needs_image = requires_image(command.workflow)
     if not request.args and not needs_image:
         await message.reply_text(context.t(update, "missing_prompt", name=request.name))
         return

@@ -6,8 +6,6 @@ import copy
 
 INPUT_NODE = "CourierTelegramInput"
 OUTPUT_NODE = "CourierTelegramOutput"
-IMAGE_OUTPUT_INDEX = 1  # CourierTelegramInput's RETURN_NAMES: prompt, image, mask, ...
-MASK_OUTPUT_INDEX = 2
 
 
 class WorkflowError(ValueError):
@@ -34,15 +32,9 @@ def output_nodes(workflow: dict) -> list[str]:
         if isinstance(node, dict) and node.get("class_type") in ("SaveImage", "SaveVideo", "SaveAnimatedWEBP")]
 
 
-def consumes_image(workflow: dict) -> bool:
-    """Whether any node uses the Telegram Input's image or mask (so the command needs a picture)."""
-    source = input_node(workflow)
-    for node in workflow.values():
-        for value in node.get("inputs", {}).values():
-            if (isinstance(value, list) and len(value) == 2 and str(value[0]) == source
-                    and value[1] in (IMAGE_OUTPUT_INDEX, MASK_OUTPUT_INDEX)):
-                return True
-    return False
+def requires_image(workflow: dict) -> bool:
+    """Whether the command edits the user's picture (the Input node's ``require_image``)."""
+    return bool(workflow[input_node(workflow)].get("inputs", {}).get("require_image", False))
 
 
 def fill_job(workflow: dict, *, prompt: str, seed: int, image: str = "",

@@ -29,12 +29,14 @@ class TelegramInput:
             },
             "optional": {
                 "image": ("STRING", {"default": "", "tooltip": "Uploaded input image name; set by the bot"}),
+                "require_image": ("BOOLEAN", {"default": False,
+                                              "tooltip": "The command edits the user's picture (reply, caption or last result)"}),
                 "chat_id": ("STRING", {"default": ""}),
                 "user_id": ("STRING", {"default": ""}),
             },
         }
 
-    def receive(self, command, prompt, seed, width, height, image="", chat_id="", user_id=""):
+    def receive(self, command, prompt, seed, width, height, image="", require_image=False, chat_id="", user_id=""):
         import torch
 
         picture = load_input_image(image) if image else imaging.text_card(prompt, width, height, seed)

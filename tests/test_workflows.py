@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from comfyui_courier.jobs.workflow import requires_image
 from comfyui_courier.nodes.telegram_input import TelegramInput
 from comfyui_courier.nodes.telegram_output import TelegramOutput
 
@@ -18,7 +19,7 @@ API_DIR = Path(__file__).resolve().parents[1] / "workflows" / "api"
 MANIFEST = json.loads((API_DIR / "commands.json").read_text(encoding="utf-8"))
 
 COMMAND_ORDER = ["f", "qwen", "dev", "sd3", "wan", "demo", "demoedit"]
-IMAGE_COMMANDS = {"qwen", "demoedit"}  # the ones the bot must give an image (manifest "takes_image")
+IMAGE_COMMANDS = {"qwen", "demoedit"}  # the ones the bot must give an image (Input require_image)
 CARD_COMMANDS = {"demo"}  # consume the Input's image output too, but only for its prompt card
 MODEL_FREE = {"demo", "demoedit"}
 
@@ -131,8 +132,7 @@ def test_manifest_files_are_exactly_the_workflows_on_disk():
 def test_manifest_entry_is_well_formed(name):
     entry = MANIFEST[name]
     assert re.fullmatch(r"[a-z0-9_]{1,32}", name), "not a valid Telegram bot command"
-    assert set(entry) == {"file", "description", "output", "takes_image", "models"}
-    assert entry["takes_image"] is (name in IMAGE_COMMANDS)
+    assert set(entry) == {"file", "description", "output", "models"}
     assert entry["file"] == f"{name}.json"
     assert 3 <= len(entry["description"]) <= 256 and entry["description"].strip() == entry["description"]
     assert entry["output"] in ("image", "video")
@@ -223,13 +223,14 @@ def test_every_node_feeds_an_output(name):
 def test_only_image_commands_consume_the_input_image(name):
     """The Input's image output is the user's image, or (none given) a card showing the prompt.
 
-    A graph that consumes it may want either, so the manifest's ``takes_image`` says
+    A graph that consumes it may want either, so the Input's ``require_image`` says
     which: ``demo`` renders the card, ``qwen`` and ``demoedit`` need the user's image.
     """
     workflow = load(name)
     consumes = bool(consumers_of(workflow, IMAGE))
     assert consumes == (name in IMAGE_COMMANDS | CARD_COMMANDS)
-    if MANIFEST[name]["takes_image"]:
+    assert requires_image(workflow) is (name in IMAGE_COMMANDS)
+    if requires_image(workflow):
         assert consumes
     assert not consumers_of(workflow, MASK)
 
