@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from comfyui_courier.jobs.workflow import requires_image
+
 API_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
 MANIFEST = json.loads((API_DIR / "commands.json").read_text(encoding="utf-8"))
 MODEL_COMMANDS = [name for name, entry in MANIFEST.items() if entry["models"]]
@@ -130,7 +132,7 @@ def test_demoedit_inverts_the_users_image(server):
 @pytest.mark.parametrize("name", MODEL_COMMANDS)
 def test_model_command_fails_only_for_its_missing_model_files(server, name):
     image = ""
-    if MANIFEST[name]["takes_image"]:
+    if requires_image(job(name, prompt="", seed=0)):
         image = upload_png(server, Image.new("RGB", (96, 64), (200, 30, 30)))
     workflow = job(name, prompt="an astronaut riding a horse", seed=2**64 - 1, image=image)
     status, reply = _json(server, "POST", "/prompt", {"prompt": workflow, "client_id": uuid.uuid4().hex})
