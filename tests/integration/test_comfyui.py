@@ -13,12 +13,16 @@ HEALTH_DEADLINE_S = 60.0
 
 
 def wait_for_health(server, component, deadline_s=HEALTH_DEADLINE_S):
-    """/courier/health once ``component`` has left "starting" (or the deadline passed)."""
+    """/courier/health once ``component`` is ok or error (or the deadline passed).
+
+    The pack boots its services in the background after ComfyUI is ready, so a
+    component reads "off"/"not started", then "starting", before it settles.
+    """
     deadline = time.monotonic() + deadline_s
     while True:
         health = server.get_json("/courier/health")
         state = health.get("components", {}).get(component, {}).get("state")
-        if state != "starting" or time.monotonic() > deadline:
+        if state in ("ok", "error") or time.monotonic() > deadline:
             return health
         time.sleep(0.2)
 

@@ -1,0 +1,92 @@
+"""Shared by the benchmarks: figures as JSON lines, a deadline, a real ComfyUI.
+
+A figure is one line on stdout, ``{"figure": name, "value": v, "unit": u}``;
+everything else a benchmark says goes to stderr. ``ComfyUIProcess`` is the
+runner the integration tests use (tests/fixtures/comfyui.py), imported by path
+because the pack's root is not an importable package name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_RUNNER_PATH = REPO_ROOT / "tests" / "fixtures" / "comfyui.py"
+
+FIGURES: list[dict] = []
+
+
+def figure(name: str, value, unit: str) -> dict:
+    """Print one figure as a JSON line (and keep it for ``write_figures``)."""
+    if isinstance(value, float):
+        value = round(value, 3)
+    line = {"figure": name, "value": value, "unit": unit}
+    FIGURES.append(line)
+    print(json.dumps(line), flush=True)
+    return line
+
+
+def note(message: str) -> None:
+    """Progress and remarks, on stderr so stdout stays machine-readable."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def write_figures(path) -> None:
+    """Write every figure printed so far to ``path`` as one JSON list."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(FIGURES, indent=2) + "\n")
+
+
+class Deadline:
+    """A wall-clock budget for the whole benchmark."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+    def expired(self) -> bool:
+        return self.remaining() <= 0
+
+    def allows(self, seconds: float) -> bool:
+        """Whether a step expected to take ``seconds`` still fits."""
+        return self.remaining() >= seconds
+
+
+def comfyui_dir_or_exit() -> Path:
+    """$COMFYUI_DIR, or exit 2 with a message saying what is missing."""
+    value = os.environ.get("COMFYUI_DIR")
+    if not value:
+        sys.exit("COMFYUI_DIR is not set: point it at a ComfyUI checkout "
+                 "(its .venv/bin/python, or $COMFYUI_PYTHON, runs it)")
+    path = Path(value)
+    if not (path / "main.py").is_file():
+        sys.exit(f"COMFYUI_DIR={value} has no main.py")
+    return path
+
+
+def load_runner():
+    """The module tests/fixtures/comfyui.py (``ComfyUIProcess`` and helpers)."""
+    name = "courier_benchmarks_comfyui_runner"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, _RUNNER_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def pss_bytes(pid: int) -> int:
+    """Proportional set size (shared pages split among sharers), from smaps_rollup."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024
+    return 0
