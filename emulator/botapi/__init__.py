@@ -1,0 +1,30 @@
+"""A local, faithful Telegram Bot API emulator for tests and demos.
+
+The bot under test talks to it exactly as to api.telegram.org: point
+python-telegram-bot at ``base_url``/``base_file_url`` and nothing else changes.
+Tests (or a person with curl, see ``control``) play the users::
+
+    async with BotApiEmulator() as emulator:
+        bot = emulator.add_bot()                      # bot.token, bot.user (getMe)
+        app = (ApplicationBuilder().token(bot.token)
+               .base_url(emulator.base_url).base_file_url(emulator.base_file_url).build())
+        ...
+        bot.inject_text(42, "/demo hello")            # a user writes; the bot gets an Update
+        call = await bot.wait_for_call("sendDocument")
+        bot.file_bytes(call.result["document"]["file_id"])
+
+Faithful means: documented shapes with every field python-telegram-bot
+requires, Telegram's own error descriptions and HTTP statuses, parse_mode
+parsing and trimming as TDLib does it, photos recompressed to JPEG sizes, and
+files downloadable via getFile. Fault injection (``EmulatedBot.fail``/``hang``)
+covers what Telegram does under load: 429 with retry_after, 5xx, lost answers.
+Waiting is event driven throughout (``BotApiEmulator.wait_for``).
+
+Standalone: ``main(["--port", "8081", "--token", "123:ABC"])`` serves until Ctrl-C.
+"""
+
+from .bot import Call, EmulatedBot, StoredFile
+from .server import BotApiEmulator, main
+from .wire import ApiError, Upload
+
+__all__ = ["ApiError", "BotApiEmulator", "Call", "EmulatedBot", "StoredFile", "Upload", "main"]

@@ -1,0 +1,147 @@
+"""The test API over HTTP, under ``/_emulator``, so a person with curl can play the users.
+
+Plain JSON in and out (not the Bot API envelope); errors are ``{"error": ...}``
+with 400, or 404 for an unknown bot. With ``$E`` the emulator's URL::
+
+    curl -X POST $E/_emulator/bots -d '{"token": "123:ABC"}'               # -> {"token", "user"}
+    curl -X POST $E/_emulator/users -d '{"id": 42, "first_name": "Ada", "language_code": "de"}'
+    curl -X POST $E/_emulator/bots/123:ABC/messages -d '{"user_id": 42, "text": "/demo hello"}'
+    curl -X POST $E/_emulator/bots/123:ABC/messages -F user_id=42 -F photo=@cat.png -F caption=hi
+    curl -X POST $E/_emulator/bots/123:ABC/messages -F user_id=42 -F document=@cat.png
+    curl -X POST $E/_emulator/bots/123:ABC/callback_queries -d '{"user_id": 42, "message_id": 2, "data": "x"}'
+    curl "$E/_emulator/bots/123:ABC/outbox?since=0&timeout=30"   # long-polls for what the bot did
+    curl $E/_emulator/bots/123:ABC/chats/42                        # the chat as the user sees it
+    curl -o out.png $E/_emulator/bots/123:ABC/files/<file_id>
+    curl -X POST $E/_emulator/bots/123:ABC/faults -d '{"method": "sendMessage", "status": 429, "retry_after": 3}'
+    curl -X POST $E/_emulator/bots/123:ABC/faults -d '{"method": "sendPhoto", "hang": true, "times": 2}'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from .wire import ApiError
+
+if TYPE_CHECKING:
+    from .bot import EmulatedBot
+    from .server import BotApiEmulator
+
+PREFIX = "/_emulator"
+EMULATOR: web.AppKey[BotApiEmulator] = web.AppKey("botapi_emulator")
+routes = web.RouteTableDef()
+
+
+def make_app(emulator: BotApiEmulator) -> web.Application:
+    app = web.Application(middlewares=[_errors])
+    app[EMULATOR] = emulator
+    app.add_routes(routes)
+    return app
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as error:
+        return web.json_response({"error": error.description}, status=400)
+    except (KeyError, LookupError, ValueError, TypeError) as error:
+        return web.json_response({"error": f"{type(error).__name__}: {error}"}, status=400)
+
+
+def _bot(request: web.Request) -> EmulatedBot:
+    try:
+        return request.app[EMULATOR].bot(request.match_info["token"])
+    except KeyError:
+        raise web.HTTPNotFound(text=json.dumps({"error": "no such bot"}), content_type="application/json") from None
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    body = await request.json() if request.body_exists else {}
+    if not isinstance(body, dict):
+        raise TypeError("expected a JSON object")
+    return body
+
+
+@routes.post("/bots")
+async def add_bot(request: web.Request) -> web.Response:
+    body = await _body(request)
+    bot = request.app[EMULATOR].add_bot(body.get("token"), username=body.get("username"),
+                                        first_name=body.get("first_name", "Courier Test Bot"))
+    return web.json_response({"token": bot.token, "user": bot.user})
+
+
+@routes.post("/users")
+async def add_user(request: web.Request) -> web.Response:
+    body = await _body(request)
+    return web.json_response(request.app[EMULATOR].add_user(
+        int(body["id"]), body.get("first_name"), last_name=body.get("last_name"), username=body.get("username"),
+        language_code=body.get("language_code", "en")))
+
+
+@routes.post("/bots/{token}/messages")
+async def inject_message(request: web.Request) -> web.Response:
+    """JSON ``{user_id, text, reply_to_message_id?}``, or a form with a ``photo`` or ``document`` file."""
+    bot = _bot(request)
+    if request.content_type != "multipart/form-data":
+        body = await _body(request)
+        return web.json_response(bot.inject_text(int(body["user_id"]), str(body["text"]),
+                                                 reply_to=body.get("reply_to_message_id")))
+    form = await request.post()
+    user_id = int(form["user_id"])
+    reply_to = int(form["reply_to_message_id"]) if "reply_to_message_id" in form else None
+    caption = str(form["caption"]) if "caption" in form else None
+    if isinstance(photo := form.get("photo"), web.FileField):
+        message = bot.inject_photo(user_id, photo.file.read(), caption=caption, reply_to=reply_to)
+    elif isinstance(document := form.get("document"), web.FileField):
+        message = bot.inject_document(user_id, document.file.read(), document.filename,
+                                      mime_type=document.content_type, caption=caption, reply_to=reply_to)
+    else:
+        raise KeyError("a 'photo' or 'document' file part")
+    return web.json_response(message)
+
+
+@routes.post("/bots/{token}/callback_queries")
+async def inject_callback_query(request: web.Request) -> web.Response:
+    body = await _body(request)
+    return web.json_response(_bot(request).inject_callback_query(
+        int(body["user_id"]), int(body["message_id"]), str(body["data"])))
+
+
+@routes.get("/bots/{token}/outbox")
+async def outbox(request: web.Request) -> web.Response:
+    """Outbox calls from index ``since``; with ``timeout``, waits up to that long for one to exist."""
+    bot = _bot(request)
+    since = int(request.query.get("since", 0))
+    timeout = float(request.query.get("timeout", 0))
+    if timeout > 0:
+        with contextlib.suppress(TimeoutError):
+            await request.app[EMULATOR].wait_for(lambda: len(bot.outbox) > since, timeout)
+    calls = bot.outbox[since:]
+    return web.json_response({"calls": [call.to_json() for call in calls], "next": since + len(calls)})
+
+
+@routes.get("/bots/{token}/chats/{chat_id}")
+async def history(request: web.Request) -> web.Response:
+    return web.json_response(_bot(request).history(int(request.match_info["chat_id"])))
+
+
+@routes.get("/bots/{token}/files/{file_id}")
+async def file_bytes(request: web.Request) -> web.Response:
+    return web.Response(body=_bot(request).file_bytes(request.match_info["file_id"]),
+                        content_type="application/octet-stream")
+
+
+@routes.post("/bots/{token}/faults")
+async def add_fault(request: web.Request) -> web.Response:
+    """``{method, times?, hang?, perform?}`` or ``{method, times?, status?, retry_after?, description?}``."""
+    bot, body = _bot(request), await _body(request)
+    if body.get("hang"):
+        bot.hang(str(body["method"]), times=int(body.get("times", 1)), perform=bool(body.get("perform")))
+    else:
+        bot.fail(str(body["method"]), times=int(body.get("times", 1)), status=int(body.get("status", 429)),
+                 retry_after=body.get("retry_after"), description=body.get("description"))
+    return web.json_response({"ok": True})
