@@ -1,0 +1,86 @@
+"""Courier's state in PostgreSQL: pool, migrations, and one query module per table family.
+
+``Store.open`` connects to ``COURIER_DATABASE_URL`` (the production path) or, when that is
+empty, to an embedded server in ``<data_dir>/postgres``, then migrates. Query modules
+(``users``, ``sessions``, ``jobs``, ``commands``, ``backends``, ``benchmarks``) take a
+connection or the pool first: ``await jobs.claim(store.pool, worker, lease_s)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import asyncpg
+
+from ..config import Secret, Settings
+from . import embedded
+from .db import acquire, query
+from .embedded import EmbeddedServer
+from .errors import DatabaseUnavailable, EmbeddedError, MigrationError, StoreError
+from .jobs import JobListener
+from .migrate import migrate
+from .pool import create_pool, redact
+
+__all__ = ["DatabaseUnavailable", "EmbeddedError", "MigrationError", "Store", "StoreError"]
+
+log = logging.getLogger(__name__)
+
+_CLOSE_TIMEOUT_S = 10.0
+
+
+class Store:
+    """The open database: ``pool``, and ``embedded`` when we run the server ourselves."""
+
+    def __init__(self, pool: asyncpg.Pool, dsn: Secret, embedded_server: EmbeddedServer | None):
+        self.pool = pool
+        self.embedded = embedded_server
+        self._dsn = dsn
+
+    @classmethod
+    async def open(cls, settings: Settings, data_dir: Path) -> Store:
+        """Connect (starting the embedded server if no URL is set) and apply pending migrations."""
+        server = None
+        if settings.database_url:
+            dsn = settings.database_url
+        else:
+            server = await embedded.start(Path(data_dir) / "postgres")
+            dsn = Secret(server.dsn)
+        try:
+            pool = await create_pool(dsn.reveal())
+            try:
+                applied = await migrate(pool)
+            except BaseException:
+                await pool.close()
+                raise
+        except BaseException:
+            if server is not None:
+                await server.stop()
+            raise
+        log.info("database ready at %s%s", redact(dsn.reveal()),
+                 f", applied migrations {', '.join(applied)}" if applied else "")
+        return cls(pool, dsn, server)
+
+    async def close(self) -> None:
+        """Close the pool (forcibly after a grace period), then release the embedded server."""
+        try:
+            await asyncio.wait_for(self.pool.close(), _CLOSE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            log.warning("database connections still busy after %.0f s; terminating them", _CLOSE_TIMEOUT_S)
+            self.pool.terminate()
+        if self.embedded is not None:
+            await self.embedded.stop()
+
+    async def ping(self) -> float:
+        """Round-trip seconds of a trivial query; raises StoreError when the database is down."""
+        began = time.perf_counter()
+        async with acquire(self.pool) as conn:
+            await conn.fetchval(query("ping"))
+        return time.perf_counter() - began
+
+    async def listen_jobs(self, on_notify: Callable[[], object] | None = None) -> JobListener:
+        """A JobListener on a connection of its own; close it when done."""
+        return await JobListener.open(self._dsn.reveal(), on_notify)

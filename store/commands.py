@@ -1,0 +1,71 @@
+"""Bot commands: a name bound to an API-format ComfyUI workflow, shipped (seed) or published."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .db import Db, acquire, query
+
+NAME = re.compile(r"[a-z0-9_]{1,32}")  # what Telegram accepts as a bot command
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    description: str
+    workflow: dict[str, Any]
+    owner: str | None
+    enabled: bool
+    source: str  # 'seed' | 'published'
+    created_at: datetime
+    updated_at: datetime
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is a valid command name, else ValueError."""
+    if not NAME.fullmatch(name):
+        raise ValueError(f"bad command name {name!r}: use 1 to 32 of a-z, 0-9 and _")
+    return name
+
+
+async def put_command(db: Db, name: str, *, workflow: dict[str, Any], description: str = "",
+                      owner: str | None = None) -> Command:
+    """Publish a command, replacing any of that name (its enabled flag is kept)."""
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("put_command"), check_name(name), description, workflow,
+                                  owner, "published")
+    return Command(**row)
+
+
+async def seed_command(db: Db, name: str, *, workflow: dict[str, Any], description: str = "",
+                       owner: str | None = None) -> Command | None:
+    """Add or refresh a shipped command; None when it is unchanged or a published one holds the name."""
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("seed_command"), check_name(name), description, workflow, owner)
+    return None if row is None else Command(**row)
+
+
+async def get_command(db: Db, name: str) -> Command | None:
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("get_command"), name)
+    return None if row is None else Command(**row)
+
+
+async def list_commands(db: Db, *, enabled_only: bool = False) -> list[Command]:
+    async with acquire(db) as conn:
+        return [Command(**row) for row in await conn.fetch(query("list_commands"), enabled_only)]
+
+
+async def set_command_enabled(db: Db, name: str, enabled: bool) -> Command | None:
+    """None if there is no such command."""
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("set_command_enabled"), name, enabled)
+    return None if row is None else Command(**row)
+
+
+async def delete_command(db: Db, name: str) -> bool:
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("delete_command"), name) is not None

@@ -1,0 +1,249 @@
+"""The job queue: enqueue, fair claim with leases, progress, the end states, and wake-ups.
+
+A job is ``queued`` until a worker claims it (``running``, leased until ``lease_until``), then
+``succeeded``, ``failed`` or ``cancelled``. A worker that dies simply lets its lease expire, and
+``requeue_expired`` puts the job back in the queue (or fails it once out of attempts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import asyncpg
+
+from .db import Db, acquire, query
+from .errors import StoreError
+from .pool import connect
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+CHANNEL = "courier_jobs"
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    user_id: int
+    chat_id: int
+    command: str
+    params: dict[str, Any]
+    status: str
+    attempts: int
+    max_attempts: int
+    lease_until: datetime | None
+    worker: str | None
+    backend: str | None
+    status_message_id: int | None
+    reply_to_message_id: int | None
+    progress: dict[str, Any] | None
+    result: dict[str, Any] | None
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    position: int | None = None  # place in the queue, 1 = next; set by list_queue for queued jobs
+
+
+class Enqueued(NamedTuple):
+    job_id: int
+    position: int
+
+
+class Cancelled(NamedTuple):
+    queued: list[int]  # ids of the queued jobs cancelled
+    running: list[Job]  # jobs that were running: interrupt their prompts on their backends
+
+
+async def enqueue(db: Db, *, user_id: int, chat_id: int, command: str, params: dict[str, Any],
+                  max_attempts: int = 3, status_message_id: int | None = None,
+                  reply_to_message_id: int | None = None) -> Enqueued:
+    """Queue a job (creating the user row if needed) and wake the dispatchers."""
+    async with acquire(db) as conn, conn.transaction():
+        await conn.execute(query("ensure_user"), user_id)
+        job_id = await conn.fetchval(query("enqueue_job"), user_id, chat_id, command, params,
+                                     max_attempts, status_message_id, reply_to_message_id)
+        await conn.execute(query("notify_jobs"), str(job_id))
+        position = await conn.fetchval(query("queue_position"), job_id)
+    return Enqueued(job_id, position)
+
+
+async def queue_position(db: Db, job_id: int) -> int | None:
+    """1 for the job claimed next; None unless the job is queued."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("queue_position"), job_id)
+
+
+async def claim(db: Db, worker: str, lease_s: float, *, backend: str | None = None) -> Job | None:
+    """Take the next job in fair order, leased to ``worker`` for ``lease_s`` seconds; None if none."""
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("claim_job"), worker, float(lease_s), backend)
+    return _job(row)
+
+
+async def extend_lease(db: Db, job_id: int, worker: str, lease_s: float) -> bool:
+    """Renew the lease; False if the job is no longer running for ``worker`` (stop working on it)."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("extend_lease"), job_id, worker, float(lease_s)) is not None
+
+
+async def set_progress(db: Db, job_id: int, progress: dict[str, Any]) -> bool:
+    """Record progress of a running job; False if it is not running."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("set_progress"), job_id, progress) is not None
+
+
+async def set_status_message(db: Db, job_id: int, message_id: int) -> bool:
+    """Remember the chat message that shows this job's status."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("set_status_message"), job_id, message_id) is not None
+
+
+async def succeed(db: Db, job_id: int, result: dict[str, Any], *, worker: str | None = None) -> bool:
+    """Finish a running job with ``result``; False if it is not running (or not ``worker``'s)."""
+    async with acquire(db) as conn:
+        done = await conn.fetchval(query("finish_job"), job_id, "succeeded", result, None, worker)
+    return done is not None
+
+
+async def fail(db: Db, job_id: int, error: str, *, worker: str | None = None) -> bool:
+    """Fail a running job with ``error``; False if it is not running (or not ``worker``'s)."""
+    async with acquire(db) as conn:
+        done = await conn.fetchval(query("finish_job"), job_id, "failed", None, error, worker)
+    return done is not None
+
+
+async def release(db: Db, job_id: int, worker: str, reason: str) -> bool:
+    """Put ``worker``'s running job back in the queue, e.g. when its backend is down.
+
+    The attempt does not count; ``reason`` is kept in ``error``. False if it was not running for
+    ``worker``.
+    """
+    async with acquire(db) as conn, conn.transaction():
+        released = await conn.fetchval(query("release_job"), job_id, worker, reason) is not None
+        if released:
+            await conn.execute(query("notify_jobs"), str(job_id))
+    return released
+
+
+async def cancel_job(db: Db, job_id: int, *, reason: str | None = None) -> bool:
+    """Cancel one queued or running job; False if it had already ended."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("cancel_job"), job_id, reason) is not None
+
+
+async def cancel_user_jobs(db: Db, user_id: int) -> Cancelled:
+    """Cancel all of the user's queued and running jobs.
+
+    Workers of the running ones learn it when extend_lease/set_progress/succeed return False; the
+    caller should interrupt their prompts on their backends right away.
+    """
+    async with acquire(db) as conn:
+        rows = await conn.fetch(query("cancel_user_jobs"), user_id)
+    previous = {row["id"]: row["previous_status"] for row in rows}
+    jobs = [Job(**{k: v for k, v in row.items() if k != "previous_status"}) for row in rows]
+    return Cancelled(queued=sorted(job.id for job in jobs if previous[job.id] == "queued"),
+                     running=[job for job in jobs if previous[job.id] == "running"])
+
+
+async def requeue_expired(db: Db) -> list[Job]:
+    """Queue again the running jobs whose lease expired, or fail those out of attempts.
+
+    Returns the jobs changed, in their new state; dispatchers are woken if any was queued.
+    """
+    async with acquire(db) as conn, conn.transaction():
+        jobs = [_job(row) for row in await conn.fetch(query("requeue_expired"))]
+        if any(job.status == "queued" for job in jobs):
+            await conn.execute(query("notify_jobs"), "requeued")
+    return jobs
+
+
+async def list_queue(db: Db, *, user_id: int | None = None) -> list[Job]:
+    """Running jobs, then queued ones in the order they will be claimed (with ``position``).
+
+    Only ``user_id``'s jobs when given; positions stay those in the whole queue.
+    """
+    async with acquire(db) as conn:
+        return [_job(row) for row in await conn.fetch(query("list_queue"), user_id)]
+
+
+async def count_active(db: Db, user_id: int) -> int:
+    """How many of the user's jobs are queued or running."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("count_active"), user_id)
+
+
+async def get_job(db: Db, job_id: int) -> Job | None:
+    async with acquire(db) as conn:
+        return _job(await conn.fetchrow(query("get_job"), job_id))
+
+
+def _job(row: asyncpg.Record | None) -> Job | None:
+    return None if row is None else Job(**row)
+
+
+class JobListener:
+    """Wake-ups when jobs are queued, from LISTEN on a dedicated connection.
+
+    Pool connections run ``UNLISTEN *`` when released, hence the connection of its own. Either
+    pass ``on_notify`` (called on each wake-up, e.g. an ``asyncio.Event``'s ``set``) or use::
+
+        async with await JobListener.open(dsn) as listener:
+            while True:
+                while job := await claim(...): ...
+                await listener.wait(timeout=30)  # then sweep requeue_expired and claim again
+    """
+
+    def __init__(self, conn: asyncpg.Connection, on_notify: Callable[[], object] | None):
+        self._conn = conn
+        self._on_notify_cb = on_notify
+        self._event = asyncio.Event()
+        self._lost = False
+
+    @classmethod
+    async def open(cls, dsn: str, on_notify: Callable[[], object] | None = None) -> JobListener:
+        listener = cls(await connect(dsn), on_notify)
+        try:
+            async with acquire(listener._conn) as conn:
+                await conn.add_listener(CHANNEL, listener._on_notify)
+        except BaseException:
+            await listener._conn.close()
+            raise
+        listener._conn.add_termination_listener(listener._on_lost)
+        return listener
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """True once a job was queued since the last wait returned; False on timeout."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        if self._lost:
+            raise StoreError("the job listener lost its database connection")
+        self._event.clear()
+        return True
+
+    async def close(self) -> None:
+        self._conn.remove_termination_listener(self._on_lost)
+        await self._conn.close()
+
+    async def __aenter__(self) -> JobListener:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _on_notify(self, *_: object) -> None:
+        self._event.set()
+        if self._on_notify_cb is not None:
+            self._on_notify_cb()
+
+    def _on_lost(self, *_: object) -> None:
+        log.warning("the job listener lost its database connection")
+        self._lost = True
+        self._on_notify()

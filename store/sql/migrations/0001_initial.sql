@@ -1,0 +1,112 @@
+-- Users, chat sessions, the job queue, commands, backends and benchmark runs.
+
+CREATE TABLE courier_users (
+    user_id bigint PRIMARY KEY,  -- Telegram user id
+    username text,
+    first_name text,
+    language_code text,
+    is_admin boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    last_served_at timestamptz  -- when a job of this user was last claimed; NULL = never (served first)
+);
+
+CREATE TABLE courier_chat_sessions (
+    chat_id bigint NOT NULL,
+    user_id bigint NOT NULL REFERENCES courier_users ON DELETE CASCADE,
+    -- [{kind: image|video, file_id, filename, subfolder, type, job_id}], for "edit my last result"
+    last_outputs jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(last_outputs) = 'array'),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (chat_id, user_id)
+);
+
+CREATE TABLE courier_jobs (
+    id bigserial PRIMARY KEY,
+    user_id bigint NOT NULL REFERENCES courier_users ON DELETE CASCADE,
+    chat_id bigint NOT NULL,
+    command text NOT NULL,
+    params jsonb NOT NULL DEFAULT '{}',  -- prompt text, seed, input image refs...
+    -- queued: waiting to be claimed
+    -- running: claimed by `worker` until `lease_until`; back to queued if the lease expires
+    -- succeeded, failed, cancelled: final
+    status text NOT NULL DEFAULT 'queued'
+        CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    attempts integer NOT NULL DEFAULT 0,
+    max_attempts integer NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),
+    lease_until timestamptz,
+    worker text,
+    backend text,
+    status_message_id bigint,
+    reply_to_message_id bigint,
+    progress jsonb,
+    result jsonb,
+    error text,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    started_at timestamptz,
+    finished_at timestamptz
+);
+
+CREATE INDEX courier_jobs_queued_idx ON courier_jobs (user_id, id) WHERE status = 'queued';
+CREATE INDEX courier_jobs_running_idx ON courier_jobs (lease_until) WHERE status = 'running';
+CREATE INDEX courier_jobs_user_idx ON courier_jobs (user_id, id);
+
+-- Queued jobs and their place in the claim order (1 = claimed next): users take turns, least
+-- recently served first, each turn taking the user's oldest job. Job k of a user waits for up to
+-- k-1 jobs of every user, plus one more of each user whose turn comes first and who has k or more.
+CREATE VIEW courier_queue AS
+WITH queued AS (
+    SELECT id, user_id, row_number() OVER (PARTITION BY user_id ORDER BY id) AS k
+    FROM courier_jobs
+    WHERE status = 'queued'
+), turns AS (
+    SELECT q.user_id, count(*) AS n,
+           row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, min(q.id)) AS turn
+    FROM queued q
+    JOIN courier_users u ON u.user_id = q.user_id
+    GROUP BY q.user_id, u.last_served_at
+)
+SELECT q.id AS job_id,
+       1 + sum(least(o.n, q.k - 1) + (o.turn < mine.turn AND o.n >= q.k)::int)::bigint AS position
+FROM queued q
+JOIN turns mine ON mine.user_id = q.user_id
+CROSS JOIN turns o
+GROUP BY q.id, q.k, mine.turn;
+
+CREATE TABLE courier_commands (
+    name text PRIMARY KEY CHECK (name ~ '^[a-z0-9_]{1,32}$'),  -- a Telegram bot command
+    description text NOT NULL DEFAULT '',
+    workflow jsonb NOT NULL CHECK (jsonb_typeof(workflow) = 'object'),  -- ComfyUI API format
+    owner text,  -- Telegram user id of the publisher, or a label
+    enabled boolean NOT NULL DEFAULT true,
+    source text NOT NULL CHECK (source IN ('seed', 'published')),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE courier_backends (
+    id bigserial PRIMARY KEY,
+    url text NOT NULL UNIQUE,
+    name text NOT NULL DEFAULT '',
+    enabled boolean NOT NULL DEFAULT true,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    last_seen_at timestamptz,
+    last_error text
+);
+
+CREATE TABLE courier_benchmark_runs (
+    id bigserial PRIMARY KEY,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    workflow text NOT NULL,
+    device text NOT NULL,
+    host text NOT NULL DEFAULT '',
+    comfyui_version text,
+    torch_version text,
+    repeats integer NOT NULL CHECK (repeats >= 1),
+    warmup integer NOT NULL DEFAULT 0 CHECK (warmup >= 0),
+    wall_s jsonb NOT NULL CHECK (jsonb_typeof(wall_s) = 'array'),  -- seconds per repeat
+    stats jsonb NOT NULL DEFAULT '{}',  -- mean, median, p95...
+    per_node jsonb NOT NULL DEFAULT '{}',
+    peak_memory_bytes bigint,
+    extra jsonb NOT NULL DEFAULT '{}'
+);
+
+CREATE INDEX courier_benchmark_runs_workflow_idx ON courier_benchmark_runs (workflow, created_at);

@@ -1,0 +1,246 @@
+-- Named queries: each starts with a `-- name --` line and runs until the next one, so keep
+-- comments inside a query, below its name. Loaded by store/db.py, used as query("name").
+-- Grouped by table family: migrations, users, chat sessions, jobs, commands, backends,
+-- benchmark runs.
+
+-- ping --
+SELECT 1;
+
+-- lock_migrations --
+-- Serializes migrators until their transaction ends.
+SELECT pg_advisory_xact_lock(hashtext('courier_migrations'));
+
+-- create_migrations_table --
+CREATE TABLE IF NOT EXISTS courier_migrations (
+    name text PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- applied_migrations --
+SELECT name FROM courier_migrations ORDER BY name;
+
+-- record_migration --
+INSERT INTO courier_migrations (name) VALUES ($1);
+
+-- upsert_user --
+INSERT INTO courier_users (user_id, username, first_name, language_code)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (user_id) DO UPDATE
+SET username = EXCLUDED.username,
+    first_name = EXCLUDED.first_name,
+    language_code = EXCLUDED.language_code
+RETURNING *;
+
+-- ensure_user --
+INSERT INTO courier_users (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING;
+
+-- get_user --
+SELECT * FROM courier_users WHERE user_id = $1;
+
+-- set_admin --
+UPDATE courier_users SET is_admin = $2 WHERE user_id = $1 RETURNING *;
+
+-- get_session --
+SELECT * FROM courier_chat_sessions WHERE chat_id = $1 AND user_id = $2;
+
+-- set_last_outputs --
+INSERT INTO courier_chat_sessions (chat_id, user_id, last_outputs)
+VALUES ($1, $2, $3)
+ON CONFLICT (chat_id, user_id) DO UPDATE
+SET last_outputs = EXCLUDED.last_outputs, updated_at = now();
+
+-- enqueue_job --
+INSERT INTO courier_jobs (user_id, chat_id, command, params, max_attempts, status_message_id,
+                          reply_to_message_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING id;
+
+-- notify_jobs --
+-- Wakes the dispatchers LISTENing on courier_jobs once the transaction commits.
+SELECT pg_notify('courier_jobs', $1);
+
+-- queue_position --
+SELECT position FROM courier_queue WHERE job_id = $1;
+
+-- claim_job --
+-- Gives the next job to worker $1 for $2 seconds, on backend $3: the oldest queued job of the
+-- user served least recently (never served first). Rows locked by a concurrent claim are skipped.
+WITH next AS (
+    SELECT j.id
+    FROM courier_jobs j
+    JOIN courier_users u ON u.user_id = j.user_id
+    WHERE j.status = 'queued'
+    ORDER BY u.last_served_at ASC NULLS FIRST, j.id
+    LIMIT 1
+    FOR UPDATE OF j SKIP LOCKED
+), claimed AS (
+    UPDATE courier_jobs j
+    SET status = 'running',
+        worker = $1,
+        backend = $3,
+        attempts = j.attempts + 1,
+        lease_until = now() + make_interval(secs => $2),
+        started_at = now()
+    FROM next
+    WHERE j.id = next.id
+    RETURNING j.*
+), served AS (
+    UPDATE courier_users u
+    SET last_served_at = now()
+    FROM claimed
+    WHERE u.user_id = claimed.user_id
+)
+SELECT * FROM claimed;
+
+-- extend_lease --
+UPDATE courier_jobs
+SET lease_until = now() + make_interval(secs => $3)
+WHERE id = $1 AND worker = $2 AND status = 'running'
+RETURNING id;
+
+-- set_progress --
+UPDATE courier_jobs SET progress = $2 WHERE id = $1 AND status = 'running' RETURNING id;
+
+-- set_status_message --
+UPDATE courier_jobs SET status_message_id = $2 WHERE id = $1 RETURNING id;
+
+-- finish_job --
+-- Ends a running job as $2 (succeeded or failed); only worker $5 may, unless $5 is NULL.
+UPDATE courier_jobs
+SET status = $2, result = $3, error = $4, finished_at = now(), lease_until = NULL
+WHERE id = $1 AND status = 'running' AND ($5::text IS NULL OR worker = $5)
+RETURNING id;
+
+-- release_job --
+-- Gives a running job of worker $2 back to the queue (say its backend was down); the attempt
+-- does not count.
+UPDATE courier_jobs
+SET status = 'queued', attempts = greatest(attempts - 1, 0), worker = NULL, lease_until = NULL,
+    started_at = NULL, progress = NULL, error = $3
+WHERE id = $1 AND status = 'running' AND worker = $2
+RETURNING id;
+
+-- cancel_job --
+UPDATE courier_jobs
+SET status = 'cancelled', error = $2, finished_at = now(), lease_until = NULL
+WHERE id = $1 AND status IN ('queued', 'running')
+RETURNING id;
+
+-- cancel_user_jobs --
+-- Cancels the user's queued and running jobs; returns them with the status they had.
+WITH target AS (
+    SELECT id, status
+    FROM courier_jobs
+    WHERE user_id = $1 AND status IN ('queued', 'running')
+    FOR UPDATE
+)
+UPDATE courier_jobs j
+SET status = 'cancelled', finished_at = now(), lease_until = NULL
+FROM target
+WHERE j.id = target.id
+RETURNING j.*, target.status AS previous_status;
+
+-- requeue_expired --
+-- Running jobs whose lease has expired go back to the queue, or fail once out of attempts.
+WITH expired AS (
+    SELECT id
+    FROM courier_jobs
+    WHERE status = 'running' AND lease_until < now()
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE courier_jobs j
+SET status = CASE WHEN j.attempts < j.max_attempts THEN 'queued' ELSE 'failed' END,
+    error = CASE WHEN j.attempts < j.max_attempts THEN j.error ELSE 'lease expired' END,
+    finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE now() END,
+    worker = NULL,
+    lease_until = NULL
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.*;
+
+-- list_queue --
+-- Running jobs (oldest first), then queued jobs in claim order; only user $1's unless NULL.
+SELECT j.*, q.position
+FROM courier_jobs j
+LEFT JOIN courier_queue q ON q.job_id = j.id
+WHERE j.status IN ('running', 'queued') AND ($1::bigint IS NULL OR j.user_id = $1)
+ORDER BY q.position NULLS FIRST, j.started_at, j.id;
+
+-- count_active --
+SELECT count(*) FROM courier_jobs WHERE user_id = $1 AND status IN ('queued', 'running');
+
+-- get_job --
+SELECT * FROM courier_jobs WHERE id = $1;
+
+-- put_command --
+-- Creates or replaces a command; its enabled flag is kept on replace.
+INSERT INTO courier_commands (name, description, workflow, owner, source)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (name) DO UPDATE
+SET description = EXCLUDED.description,
+    workflow = EXCLUDED.workflow,
+    owner = EXCLUDED.owner,
+    source = EXCLUDED.source,
+    updated_at = now()
+RETURNING *;
+
+-- seed_command --
+-- Adds a shipped command, or refreshes one that is still the shipped version; published
+-- commands of the same name win.
+INSERT INTO courier_commands (name, description, workflow, owner, source)
+VALUES ($1, $2, $3, $4, 'seed')
+ON CONFLICT (name) DO UPDATE
+SET description = EXCLUDED.description, workflow = EXCLUDED.workflow, updated_at = now()
+WHERE courier_commands.source = 'seed'
+    AND (courier_commands.description, courier_commands.workflow)
+        IS DISTINCT FROM (EXCLUDED.description, EXCLUDED.workflow)
+RETURNING *;
+
+-- get_command --
+SELECT * FROM courier_commands WHERE name = $1;
+
+-- list_commands --
+SELECT * FROM courier_commands WHERE enabled OR NOT $1 ORDER BY name;
+
+-- set_command_enabled --
+UPDATE courier_commands SET enabled = $2, updated_at = now() WHERE name = $1 RETURNING *;
+
+-- delete_command --
+DELETE FROM courier_commands WHERE name = $1 RETURNING name;
+
+-- upsert_backend --
+INSERT INTO courier_backends (url, name) VALUES ($1, $2)
+ON CONFLICT (url) DO UPDATE SET name = EXCLUDED.name
+RETURNING *;
+
+-- list_backends --
+SELECT * FROM courier_backends WHERE enabled OR NOT $1 ORDER BY id;
+
+-- set_backend_enabled --
+UPDATE courier_backends SET enabled = $2 WHERE id = $1 RETURNING *;
+
+-- backend_seen --
+UPDATE courier_backends SET last_seen_at = now(), last_error = NULL WHERE id = $1;
+
+-- backend_error --
+UPDATE courier_backends SET last_error = $2 WHERE id = $1;
+
+-- delete_backend --
+DELETE FROM courier_backends WHERE id = $1 RETURNING id;
+
+-- insert_benchmark_run --
+INSERT INTO courier_benchmark_runs (workflow, device, host, comfyui_version, torch_version,
+                                    repeats, warmup, wall_s, stats, per_node,
+                                    peak_memory_bytes, extra)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+RETURNING *;
+
+-- get_benchmark_run --
+SELECT * FROM courier_benchmark_runs WHERE id = $1;
+
+-- list_benchmark_runs --
+-- Newest first; $1 filters by workflow unless NULL.
+SELECT * FROM courier_benchmark_runs
+WHERE $1::text IS NULL OR workflow = $1
+ORDER BY created_at DESC, id DESC
+LIMIT $2;

@@ -1,0 +1,40 @@
+"""Telegram users: who they are, whether they are admins, and when they were last served."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .db import Db, acquire, query
+
+
+@dataclass(frozen=True)
+class User:
+    user_id: int
+    username: str | None
+    first_name: str | None
+    language_code: str | None
+    is_admin: bool
+    created_at: datetime
+    last_served_at: datetime | None
+
+
+async def upsert_user(db: Db, user_id: int, username: str | None = None,
+                      first_name: str | None = None, language_code: str | None = None) -> User:
+    """Create the user or refresh their Telegram profile fields."""
+    async with acquire(db) as conn:
+        return User(**await conn.fetchrow(query("upsert_user"), user_id, username, first_name,
+                                          language_code))
+
+
+async def get_user(db: Db, user_id: int) -> User | None:
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("get_user"), user_id)
+    return None if row is None else User(**row)
+
+
+async def set_admin(db: Db, user_id: int, is_admin: bool) -> User | None:
+    """Grant or revoke admin; None if the user is unknown."""
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("set_admin"), user_id, is_admin)
+    return None if row is None else User(**row)

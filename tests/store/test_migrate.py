@@ -1,0 +1,110 @@
+"""Migrations: once per database, safe to run concurrently, and the same schema as schema.sql."""
+
+import asyncio
+
+import pytest
+
+from comfyui_courier.store import MigrationError
+from comfyui_courier.store.db import SQL_DIR, _queries
+from comfyui_courier.store.migrate import migrate, migrations
+from comfyui_courier.store.pool import connect
+
+ALL = [name for name, _ in migrations()]
+
+# One row per schema object we own, in a form that does not depend on how it was created.
+CATALOG = """
+SELECT 'column', table_name || '.' || column_name,
+       concat_ws(' ', data_type, is_nullable, column_default)
+FROM information_schema.columns WHERE table_schema = 'public'
+UNION ALL
+SELECT 'constraint', conrelid::regclass || '.' || conname, pg_get_constraintdef(oid)
+FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'index', indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'
+UNION ALL
+SELECT 'view', viewname, definition FROM pg_views WHERE schemaname = 'public'
+UNION ALL
+SELECT 'function', p.oid::regprocedure::text, pg_get_functiondef(p.oid)
+FROM pg_proc p WHERE pronamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'trigger', tgrelid::regclass || '.' || tgname, pg_get_triggerdef(oid)
+FROM pg_trigger WHERE NOT tgisinternal
+UNION ALL
+SELECT 'sequence', sequencename, concat_ws(' ', data_type, start_value, increment_by)
+FROM pg_sequences WHERE schemaname = 'public'
+"""
+
+
+async def catalog(conn) -> set[tuple[str, str, str]]:
+    rows = await conn.fetch(CATALOG)
+    return {tuple(row) for row in rows if "courier_migrations" not in row[1]}
+
+
+async def test_migrate_applies_everything_once(pg_database):
+    conn = await connect(pg_database)
+    try:
+        assert await migrate(conn) == ALL
+        assert await migrate(conn) == []
+        assert [r["name"] for r in await conn.fetch("SELECT name FROM courier_migrations")] == ALL
+    finally:
+        await conn.close()
+
+
+@pytest.mark.timeout(30)
+async def test_concurrent_migrations_both_succeed_and_apply_once(pg_database):
+    holder, first, second = [await connect(pg_database) for _ in range(3)]
+    try:
+        # Hold the migration lock so that both migrators are provably waiting on it together.
+        await holder.execute("SELECT pg_advisory_lock(hashtext('courier_migrations'))")
+        racing = asyncio.gather(migrate(first), migrate(second))
+        while await holder.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") < 2:
+            await asyncio.sleep(0.01)
+        await holder.execute("SELECT pg_advisory_unlock(hashtext('courier_migrations'))")
+        results = await racing
+        assert sorted(results) == [[], ALL]
+        assert await holder.fetchval("SELECT count(*) FROM courier_migrations") == len(ALL)
+    finally:
+        for conn in (holder, first, second):
+            await conn.close()
+
+
+async def test_schema_sql_matches_the_migrations(pg_database, _pg_embedded):
+    migrated = await connect(pg_database)
+    from_schema = await connect(_pg_embedded.dsn)
+    scratch = "courier_schema_sql"
+    try:
+        await from_schema.execute(f"CREATE DATABASE {scratch}")
+        built = await connect(_pg_embedded.dsn_for(scratch))
+        try:
+            await built.execute((SQL_DIR / "schema.sql").read_text())
+            await migrate(migrated)
+            expected, actual = await catalog(built), await catalog(migrated)
+        finally:
+            await built.close()
+        assert expected, "schema.sql created nothing"
+        assert sorted(actual - expected) == [] and sorted(expected - actual) == []
+    finally:
+        await from_schema.execute(f"DROP DATABASE IF EXISTS {scratch} WITH (FORCE)")
+        await from_schema.close()
+        await migrated.close()
+
+
+async def test_a_database_newer_than_the_code_is_refused(pg_database):
+    conn = await connect(pg_database)
+    try:
+        await migrate(conn)
+        await conn.execute("INSERT INTO courier_migrations (name) VALUES ('9999_future')")
+        with pytest.raises(MigrationError, match="9999_future"):
+            await migrate(conn)
+    finally:
+        await conn.close()
+
+
+async def test_every_named_query_is_valid_sql(store):
+    async with store.pool.acquire() as conn:
+        for name, sql in _queries().items():
+            try:
+                await conn.prepare(sql)
+            except Exception as exc:
+                pytest.fail(f"query {name}: {exc}")

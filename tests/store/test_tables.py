@@ -1,0 +1,96 @@
+"""Users, chat sessions, commands, backends and benchmark runs: round trips and their rules."""
+
+import pytest
+
+from comfyui_courier.store import StoreError, backends, benchmarks, commands, sessions, users
+
+WORKFLOW = {"3": {"class_type": "KSampler", "inputs": {"seed": 1}}}
+
+
+async def test_users(store):
+    created = await users.upsert_user(store.pool, 1, "ann", "Ann", "de")
+    assert (created.username, created.is_admin, created.last_served_at) == ("ann", False, None)
+    renamed = await users.upsert_user(store.pool, 1, username="ann2")
+    assert (renamed.username, renamed.first_name, renamed.created_at) == ("ann2", None, created.created_at)
+    assert (await users.set_admin(store.pool, 1, True)).is_admin
+    assert (await users.get_user(store.pool, 1)).is_admin
+    assert await users.get_user(store.pool, 2) is None
+    assert await users.set_admin(store.pool, 2, True) is None
+
+
+async def test_sessions_keep_the_last_outputs_per_chat_and_user(store):
+    await users.upsert_user(store.pool, 1)
+    assert await sessions.get_session(store.pool, 10, 1) is None
+    outputs = [{"kind": "image", "file_id": "AgAD", "filename": "a.png", "subfolder": "",
+                "type": "output", "job_id": 5}]
+    await sessions.set_last_outputs(store.pool, 10, 1, outputs)
+    first = await sessions.get_session(store.pool, 10, 1)
+    assert first.last_outputs == outputs
+    await sessions.set_last_outputs(store.pool, 10, 1, [])
+    second = await sessions.get_session(store.pool, 10, 1)
+    assert second.last_outputs == [] and second.updated_at >= first.updated_at
+    assert await sessions.get_session(store.pool, 11, 1) is None
+
+
+async def test_commands(store):
+    seeded = await commands.seed_command(store.pool, "draw", workflow=WORKFLOW, description="Draw")
+    assert (seeded.source, seeded.enabled, seeded.workflow) == ("seed", True, WORKFLOW)
+    assert await commands.seed_command(store.pool, "draw", workflow=WORKFLOW, description="Draw") is None
+    await commands.set_command_enabled(store.pool, "draw", False)
+    refreshed = await commands.seed_command(store.pool, "draw", workflow={"1": {}}, description="Draw")
+    assert (refreshed.workflow, refreshed.enabled) == ({"1": {}}, False)  # the admin's choice stays
+
+    published = await commands.put_command(store.pool, "draw", workflow=WORKFLOW, owner="42")
+    assert (published.source, published.owner, published.enabled) == ("published", "42", False)
+    assert await commands.seed_command(store.pool, "draw", workflow={}, description="") is None
+    assert (await commands.get_command(store.pool, "draw")).source == "published"
+
+    await commands.put_command(store.pool, "upscale_2x", workflow=WORKFLOW)
+    assert [c.name for c in await commands.list_commands(store.pool)] == ["draw", "upscale_2x"]
+    assert [c.name for c in await commands.list_commands(store.pool, enabled_only=True)] == ["upscale_2x"]
+    assert await commands.delete_command(store.pool, "draw")
+    assert not await commands.delete_command(store.pool, "draw")
+    assert await commands.get_command(store.pool, "draw") is None
+    assert await commands.set_command_enabled(store.pool, "draw", True) is None
+
+
+@pytest.mark.parametrize("name", ["", "Draw", "draw-it", "x" * 33, "dräw"])
+async def test_command_names_are_checked(store, name):
+    with pytest.raises(ValueError, match="bad command name"):
+        await commands.put_command(store.pool, name, workflow=WORKFLOW)
+
+
+async def test_database_errors_are_store_errors_with_the_cause(store):
+    with pytest.raises(StoreError) as caught:
+        await commands.put_command(store.pool, "draw", workflow=["not", "an", "object"])
+    assert type(caught.value.__cause__).__name__ == "CheckViolationError"
+
+
+async def test_backends(store):
+    local = await backends.upsert_backend(store.pool, "http://127.0.0.1:8188", name="local")
+    again = await backends.upsert_backend(store.pool, "http://127.0.0.1:8188", name="here")
+    assert (again.id, again.name, again.enabled) == (local.id, "here", True)
+    remote = await backends.upsert_backend(store.pool, "http://" + "a" * 56 + ".anon")
+    await backends.backend_error(store.pool, remote.id, "SOCKS timeout")
+    await backends.backend_seen(store.pool, local.id)
+    listed = {b.id: b for b in await backends.list_backends(store.pool)}
+    assert listed[remote.id].last_error == "SOCKS timeout" and listed[remote.id].last_seen_at is None
+    assert listed[local.id].last_seen_at is not None and listed[local.id].last_error is None
+    assert not (await backends.set_backend_enabled(store.pool, remote.id, False)).enabled
+    assert [b.id for b in await backends.list_backends(store.pool, enabled_only=True)] == [local.id]
+    assert await backends.delete_backend(store.pool, remote.id)
+    assert not await backends.delete_backend(store.pool, remote.id)
+
+
+async def test_benchmark_runs(store):
+    first = await benchmarks.add_benchmark_run(
+        store.pool, workflow="sdxl", device="cuda:0", wall_s=[1.5, 1.25], warmup=1, host="box",
+        comfyui_version="0.3.60", torch_version="2.13.0", stats={"median": 1.375},
+        per_node={"3": 1.1}, peak_memory_bytes=2**33, extra={"gpu": "H200"})
+    assert (first.repeats, first.wall_s, first.peak_memory_bytes) == (2, [1.5, 1.25], 2**33)
+    assert await benchmarks.get_benchmark_run(store.pool, first.id) == first
+    second = await benchmarks.add_benchmark_run(store.pool, workflow="flux", device="cpu", wall_s=[9.0])
+    assert (second.stats, second.extra, second.host) == ({}, {}, "")
+    assert [r.id for r in await benchmarks.list_benchmark_runs(store.pool)] == [second.id, first.id]
+    assert [r.id for r in await benchmarks.list_benchmark_runs(store.pool, workflow="sdxl")] == [first.id]
+    assert [r.id for r in await benchmarks.list_benchmark_runs(store.pool, limit=1)] == [second.id]
