@@ -1,0 +1,188 @@
+"""Benchmark: measures the workflow it sits in over warm-up + N runs.
+
+How repeats work is told in ``gpu/session.py``, how a run is timed in
+``gpu/recorder.py``. This module is the ComfyUI side: the progress bar,
+queueing the runs through ``POST /prompt``, storing and rendering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+
+from ..gpu import machine, report, session, storage
+from ..gpu.recorder import RunRecorder, RunResult
+from ..gpu.runs import build_run
+
+log = logging.getLogger("courier")
+
+
+class Benchmark:
+    NODE_ID = "CourierBenchmark"
+    DISPLAY_NAME = "Benchmark (Courier)"
+    CATEGORY = "Courier/GPU"
+    DESCRIPTION = (
+        "Measures this workflow: queue it once and it runs warm-up + repeats times (the first run is "
+        "this one), then once more to report. It has no inputs, so it starts first in each run; "
+        "connect report and chart to display nodes. Per-node times, sampler it/s and peak memory "
+        "are recorded; the report is stored in Courier's database.")
+    RETURN_TYPES = ("STRING", "IMAGE")
+    RETURN_NAMES = ("report", "chart")
+    FUNCTION = "measure"
+    OUTPUT_NODE = True
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "repeats": ("INT", {"default": 5, "min": 1, "max": 100,
+                                    "tooltip": "Measured runs"}),
+                "warmup": ("INT", {"default": 1, "min": 0, "max": 10,
+                                   "tooltip": "Runs before the measured ones (models load, caches fill)"}),
+            },
+            "optional": {
+                "workflow_name": ("STRING", {"default": "",
+                                             "tooltip": "Name in comparisons; empty = derived from the graph"}),
+                "host": ("STRING", {"default": "", "tooltip": "Machine name in comparisons; empty = hostname"}),
+                "save": ("BOOLEAN", {"default": True, "tooltip": "Store the result in Courier's database"}),
+            },
+            "hidden": {"prompt": "PROMPT", "unique_id": "UNIQUE_ID", "extra_pnginfo": "EXTRA_PNGINFO"},
+        }
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return float("nan")  # every queue is a new measurement, never a cached one
+
+    async def measure(self, repeats, warmup, workflow_name="", host="", save=True,
+                      prompt=None, unique_id=None, extra_pnginfo=None):
+        from comfy_execution.graph_utils import ExecutionBlocker
+
+        queued_copy = session.run_of(prompt, unique_id)
+        if queued_copy is None:
+            bench = session.open_session(
+                workflow_name.strip() or session.workflow_fingerprint(prompt, skip=unique_id),
+                host.strip() or socket.gethostname(), repeats, warmup, save)
+            run = 0
+        else:
+            session_id, run = queued_copy
+            bench = session.find_session(session_id)
+            if bench is None:
+                raise RuntimeError(f"benchmark session {session_id} is gone (ComfyUI restarted, or many "
+                                   "benchmarks started since); queue the workflow again")
+        _show_progress(unique_id, run, bench.total_runs)
+        if run == bench.report_run:
+            session.close_session(bench.id)
+            return await _finish(bench)
+        result = await _measure_run(unique_id)
+        bench.runs[run] = result
+        log.info("Courier benchmark %s: run %d/%d %.3f s%s", bench.id, run + 1, bench.total_runs,
+                 result.total_s, " (warm-up)" if bench.is_warmup(run) else "")
+        if run == 0:
+            await _queue_runs(prompt, unique_id, bench, extra_pnginfo)
+        return (ExecutionBlocker(None), ExecutionBlocker(None))  # the report run outputs
+
+
+def _show_progress(node_id: str, run: int, total: int) -> None:
+    import comfy.utils
+
+    comfy.utils.ProgressBar(total, node_id=node_id).update_absolute(run, total)
+
+
+async def _measure_run(node_id: str) -> RunResult:
+    """Time this prompt from now until its other nodes are done."""
+    from comfy_execution.progress import add_progress_handler, get_progress_state
+    from comfy_execution.utils import get_executing_context
+
+    recorder = RunRecorder(node_id)
+    memory = machine.PeakMemory()
+    memory.start()
+    started = time.perf_counter()
+    add_progress_handler(recorder)
+    try:
+        await recorder.until_idle()
+    finally:
+        get_progress_state().unregister_handler(recorder.name)
+    total = time.perf_counter() - started
+    peaks = memory.stop()
+    devices = _devices_in_use()
+    cuda_peaks = [peaks["cuda"][d.index or 0] for d in devices
+                  if d.type == "cuda" and (d.index or 0) in peaks["cuda"]]
+    context = get_executing_context()
+    return RunResult(
+        total_s=total, nodes=recorder.node_times(), cached=recorder.cached,
+        ran_before=recorder.ran_before,
+        peak_memory_bytes=max(cuda_peaks) if cuda_peaks else peaks["rss"],
+        memory_kind="cuda" if cuda_peaks else f"rss since {peaks['rss_since']}",
+        devices=[str(d) for d in devices], prompt_id=context.prompt_id if context else "")
+
+
+def _devices_in_use() -> list:
+    """Load devices of the models loaded now, else ComfyUI's main device."""
+    import comfy.model_management as mm
+
+    devices = {m.load_device for m in mm.loaded_models()}
+    return sorted(devices, key=str) or [mm.get_torch_device()]
+
+
+async def _queue_runs(prompt: dict, node_id: str, bench: session.Session, extra_pnginfo) -> None:
+    """Queue the session's other runs and its report run, for the same editor tab (client_id)."""
+    import aiohttp
+    from server import PromptServer
+
+    server = PromptServer.instance
+    url = _courier(server).local_backend
+    common = {"client_id": server.client_id} if server.client_id else {}
+    extra = {"extra_pnginfo": extra_pnginfo} if extra_pnginfo else {}
+    queued: list[str] = []
+    async with aiohttp.ClientSession() as http:
+        try:
+            for copy in session.queued_prompts(prompt, node_id, bench):
+                body = {"prompt": copy, "extra_data": extra, **common}
+                async with http.post(f"{url}/prompt", json=body) as reply:
+                    answer = await reply.json(content_type=None)
+                    if reply.status != 200:
+                        raise RuntimeError(f"ComfyUI refused a benchmark run: {answer}")
+                queued.append(answer["prompt_id"])
+        except BaseException:
+            if queued:  # no half sessions left in the queue
+                await http.post(f"{url}/queue", json={"delete": queued})
+            session.close_session(bench.id)
+            raise
+
+
+async def _finish(bench: session.Session) -> tuple:
+    import numpy as np
+    import torch
+
+    devices = sorted({d for r in bench.measured() for d in r.devices})
+    run = build_run(bench, " + ".join(machine.device_name(d) for d in devices), machine.versions())
+    text = report.benchmark_report(run)
+    if bench.save:
+        text += "\n" + await _save(run)
+    pixels = np.asarray(report.benchmark_chart(run), dtype=np.float32) / 255.0
+    return (text, torch.from_numpy(pixels)[None])
+
+
+async def _save(run) -> str:
+    """Store the run on the server's event loop, where the database pool lives."""
+    from server import PromptServer
+
+    server = PromptServer.instance
+    store = _courier(server).store
+    if store is None:
+        return "not stored: Courier's database is not running"
+    future = asyncio.run_coroutine_threadsafe(storage.save_run(store.pool, run), server.loop)
+    try:
+        stored = await asyncio.wrap_future(future)
+    except Exception as exc:  # the measurement is still worth showing
+        log.exception("Courier benchmark: storing the run failed")
+        return f"not stored: {exc}"
+    return f"stored as benchmark run {stored.id}"
+
+
+def _courier(server):
+    from ..runtime import COURIER
+
+    return server.app[COURIER]
