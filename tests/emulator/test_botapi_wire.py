@@ -1,0 +1,154 @@
+"""The wire: every transport the Bot API accepts, the HTTP test API, and the standalone server."""
+
+import asyncio
+import io
+import json
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+from PIL import Image
+
+pytestmark = pytest.mark.timeout(30)
+
+USER = 42
+PACK_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+async def http():
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+def api(botapi, botapi_bot):
+    botapi_bot.inject_text(USER, "/start")
+    return f"{botapi.base_url}{botapi_bot.token}"
+
+
+async def test_query_urlencoded_json_and_multipart_bodies_read_alike(botapi_bot, http, api):
+    markup = {"inline_keyboard": [[{"text": "Go", "callback_data": "go"}]]}
+    form = aiohttp.FormData({"chat_id": str(USER), "text": "multipart", "reply_markup": json.dumps(markup)})
+    requests = [
+        http.get(f"{api}/sendMessage", params={"chat_id": USER, "text": "query",
+                                               "reply_markup": json.dumps(markup)}),
+        http.post(f"{api}/sendMessage", data={"chat_id": USER, "text": "form", "reply_markup": json.dumps(markup)}),
+        http.post(f"{api}/sendMessage", json={"chat_id": USER, "text": "json", "reply_markup": markup}),
+        http.post(f"{api}/SENDMESSAGE", data=form),  # method names are case-insensitive
+    ]
+    for request in requests:
+        async with request as response:
+            body = await response.json()
+            assert response.status == 200 and body["ok"] is True
+            assert body["result"]["reply_markup"] == markup
+    assert [(c.method, c.params) for c in botapi_bot.outbox] == [
+        ("sendMessage", {"chat_id": USER, "text": text, "reply_markup": markup})
+        for text in ("query", "form", "json", "multipart")]
+
+
+async def test_multipart_upload_with_json_fields(botapi_bot, http, api):
+    buffer = io.BytesIO()
+    Image.new("RGB", (50, 40), "blue").save(buffer, "PNG")
+    form = aiohttp.FormData()
+    form.add_field("chat_id", str(USER))
+    form.add_field("caption", "*bold* move", content_type="text/plain")
+    form.add_field("parse_mode", "MarkdownV2")
+    form.add_field("photo", buffer.getvalue(), filename="p.png", content_type="image/png")
+    async with http.post(f"{api}/sendPhoto", data=form) as response:
+        result = (await response.json())["result"]
+    assert result["caption"] == "bold move"
+    assert result["caption_entities"] == [{"type": "bold", "offset": 0, "length": 4}]
+    assert [(p["width"], p["height"]) for p in result["photo"]] == [(50, 40)]
+    assert botapi_bot.outbox[0].files["photo"].filename == "p.png"
+
+
+async def test_bad_bodies_are_rejected(http, api):
+    async with http.post(f"{api}/sendMessage", data=b"{not json", headers={"Content-Type": "application/json"}) as r:
+        assert (r.status, (await r.json())["description"]) == (400, "Bad Request: can't parse JSON object")
+    async with http.post(f"{api}/sendMessage", json={"chat_id": USER, "text": "x", "reply_markup": "{"}) as r:
+        assert (await r.json())["description"] == "Bad Request: can't parse reply keyboard markup JSON object"
+
+
+async def test_files_are_served_only_under_their_path(botapi, botapi_bot, http, api):
+    message = botapi_bot.inject_document(USER, b"%PDF-1.4 tiny", "doc.pdf")
+    async with http.get(f"{api}/getFile", params={"file_id": message["document"]["file_id"]}) as response:
+        file = (await response.json())["result"]
+    assert file["file_path"] == "documents/file_1.pdf" and file["file_size"] == 13
+    async with http.get(f"{botapi.base_file_url}{botapi_bot.token}/{file['file_path']}") as response:
+        assert await response.read() == b"%PDF-1.4 tiny"
+    async with http.get(f"{botapi.base_file_url}{botapi_bot.token}/documents/file_9.pdf") as response:
+        assert (response.status, await response.json()) == (
+            404, {"ok": False, "error_code": 404, "description": "Not Found"})
+
+
+async def test_http_test_api_drives_a_demo(botapi, http):
+    control = f"{botapi.url}/_emulator"
+    async with http.post(f"{control}/bots", json={"token": "123456:DEMO-token"}) as response:
+        assert (await response.json())["token"] == "123456:DEMO-token"
+    bot = f"{control}/bots/123456:DEMO-token"
+    async with http.post(f"{control}/users", json={"id": 7, "first_name": "Ada", "language_code": "de"}) as response:
+        assert (await response.json())["language_code"] == "de"
+    async with http.post(f"{bot}/messages", json={"user_id": 7, "text": "/demo hi"}) as response:
+        assert (await response.json())["entities"][0]["type"] == "bot_command"
+    form = aiohttp.FormData({"user_id": "7"})
+    form.add_field("document", b"bytes", filename="in.bin", content_type="application/octet-stream")
+    async with http.post(f"{bot}/messages", data=form) as response:
+        file_id = (await response.json())["document"]["file_id"]
+    async with http.get(f"{bot}/files/{file_id}") as response:
+        assert await response.read() == b"bytes"
+
+    async def bot_replies() -> None:
+        api = f"{botapi.base_url}123456:DEMO-token"
+        async with http.post(f"{api}/sendMessage", json={
+                "chat_id": 7, "text": "pick", "reply_markup": {"inline_keyboard": [[
+                    {"text": "A", "callback_data": "a"}]]}}) as response:
+            assert response.status == 200
+
+    waiting = asyncio.ensure_future(http.get(f"{bot}/outbox", params={"since": 0, "timeout": 10}))
+    await bot_replies()
+    async with await waiting as response:
+        outbox = await response.json()
+    assert outbox["next"] == 1 and outbox["calls"][0]["method"] == "sendMessage"
+    async with http.post(f"{bot}/callback_queries", json={"user_id": 7, "message_id": 3, "data": "a"}) as response:
+        assert (await response.json())["data"] == "a"
+    async with http.get(f"{bot}/chats/7") as response:
+        assert [m.get("text") for m in await response.json()] == ["/demo hi", None, "pick"]
+    async with http.post(f"{bot}/faults", json={"method": "getMe", "status": 500}) as response:
+        assert response.status == 200
+    async with http.get(f"{botapi.base_url}123456:DEMO-token/getMe") as response:
+        assert response.status == 500
+    async with http.post(f"{bot}/callback_queries", json={"user_id": 7, "message_id": 3, "data": "zz"}) as response:
+        assert response.status == 400 and "no button" in (await response.json())["error"]
+    async with http.get(f"{control}/bots/1:nobody/chats/7") as response:
+        assert response.status == 404
+
+
+LAUNCH = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("comfyui_courier", sys.argv[1] + "/__init__.py",
+                                              submodule_search_locations=[sys.argv[1]])
+pack = importlib.util.module_from_spec(spec)
+sys.modules["comfyui_courier"] = pack
+spec.loader.exec_module(pack)
+from comfyui_courier.emulator.botapi import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+async def test_main_serves_standalone_until_interrupted(http):
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LAUNCH, str(PACK_ROOT), "--port", "0", "--token", "99:standalone",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd="/")
+    try:
+        first_line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
+        url = first_line.rsplit(" ", 1)[-1].strip()
+        assert url.startswith("http://127.0.0.1:")
+        async with http.get(f"{url}/bot99:standalone/getMe") as response:
+            assert (await response.json())["result"]["id"] == 99
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 10) == 0, (await process.stderr.read()).decode()
