@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import re
 import secrets
@@ -185,10 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", action="append", default=[],
                         help="bot token to accept (repeatable); one is made up when none is given")
     args = parser.parse_args(argv)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args.host, args.port, args.token))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

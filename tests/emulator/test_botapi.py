@@ -54,7 +54,8 @@ def mp4_header(width: int, height: int, seconds: int) -> bytes:
 
     mvhd = struct.pack(">4xIIII", 0, 0, 1000, seconds * 1000) + bytes(80)
     tkhd = bytes(76) + struct.pack(">II", width << 16, height << 16)
-    return box(b"ftyp", b"isom\0\0\2\0isomiso2mp41") + box(b"moov", box(b"mvhd", mvhd) + box(b"trak", box(b"tkhd", tkhd)))
+    moov = box(b"moov", box(b"mvhd", mvhd) + box(b"trak", box(b"tkhd", tkhd)))
+    return box(b"ftyp", b"isom\0\0\2\0isomiso2mp41") + moov
 
 
 def gif(frames: int, frame_ms: int) -> bytes:
@@ -114,7 +115,7 @@ async def test_send_message_errors_are_telegrams(botapi_bot, tg):
         await tg.send_message(USER, "  \n ")
     with pytest.raises(BadRequest, match="Message is too long"):
         await tg.send_message(USER, "x" * 4097)
-    with pytest.raises(BadRequest, match='(?i)unsupported start tag "blink" at byte offset 3'):
+    with pytest.raises(BadRequest, match=r'(?i)unsupported start tag "blink" at byte offset 3'):
         await tg.send_message(USER, "hi <blink>", parse_mode="HTML")
     with pytest.raises(BadRequest, match=r"(?i)character '\.' is reserved"):
         await tg.send_message(USER, "Done.", parse_mode="MarkdownV2")
