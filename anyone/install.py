@@ -103,23 +103,28 @@ def install(target: Path, *, tarball: Path | None = None, force: bool = False) -
 
 
 def find_anon(configured: str = "", data_dir: str | os.PathLike | None = None) -> Path | None:
-    """The anon to run: the ``anon_binary`` setting, else ``<data_dir>/bin/anon``, else PATH."""
+    """The anon to run: the ``anon_binary`` setting, else an installed one, else PATH."""
     if configured:
         return Path(configured).expanduser()
-    if data_dir and (Path(data_dir) / "bin" / "anon").is_file():
-        return Path(data_dir) / "bin" / "anon"
+    for folder in ([Path(data_dir) / "bin"] if data_dir else []) + [default_dir()]:
+        if (folder / "anon").is_file():
+            return folder / "anon"
     found = shutil.which("anon")
     return Path(found) if found else None
 
 
-def default_dir() -> Path | None:
-    """``$COURIER_DATA_DIR/bin``, else ``<ComfyUI>/user/courier/bin`` when the pack sits in custom_nodes."""
+def default_dir() -> Path:
+    """Where ``install-anon`` puts the binaries when no --dir is given: ``<data dir>/bin``.
+
+    The data dir is ``$COURIER_DATA_DIR``, else ComfyUI's ``user/courier`` when the pack
+    sits in ``custom_nodes``, else the standalone bot's default ``~/.comfyui-courier``.
+    """
     if os.environ.get("COURIER_DATA_DIR"):
         return Path(os.environ["COURIER_DATA_DIR"]) / "bin"
     pack = Path(__file__).resolve().parent.parent
     if pack.parent.name == "custom_nodes":
         return pack.parent.parent / "user" / "courier" / "bin"
-    return None
+    return Path.home() / ".comfyui-courier" / "bin"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,11 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="use this downloaded package tarball instead of running npm pack")
     parser.add_argument("--force", action="store_true", help="reinstall even if this version is present")
     args = parser.parse_args(argv)
-    target = args.dir or default_dir()
-    if target is None:
-        parser.error("no data directory known: pass --dir or set COURIER_DATA_DIR")
     try:
-        anon = install(target, tarball=args.tarball, force=args.force)
+        anon = install(args.dir or default_dir(), tarball=args.tarball, force=args.force)
     except (InstallError, OSError, subprocess.SubprocessError) as exc:
         print(f"install-anon: {exc}", file=sys.stderr)
         return 1

@@ -92,6 +92,9 @@ class PrivateNetwork:
         exits = ",".join(n.fingerprint for n in self.nodes if n.role == "exit")
         return [
             ("TestingTorNetwork", "1"),
+            # Microdescriptor exit-policy summaries ignore 127.0.0.0/8, so a client would see
+            # no exit for loopback targets (chutney #11264); full descriptors carry the policy.
+            ("UseMicrodescriptors", "0"),
             ("PathsNeededToBuildCircuits", "0.67"),
             ("TestingDirAuthVoteGuard", "*"),
             ("TestingDirAuthVoteExit", exits),

@@ -24,9 +24,10 @@ import secrets
 from urllib.parse import urlsplit
 
 import aiohttp
+import aiohttp_socks
 from aiohttp_socks import ProxyConnector, ProxyType
 
-from .errors import AnyoneError, AnyoneUnavailable, PrivateModeViolation, UnsupportedAddress
+from .errors import AnyoneError, AnyoneUnavailable, OnionConnectError, PrivateModeViolation, UnsupportedAddress
 
 KEEPALIVE_S = 60.0  # below aiohttp's server default of 75 s, so the server never closes first
 ONION_CONNECT_S = 90.0  # a first connection fetches the descriptor and builds a rendezvous
@@ -93,6 +94,21 @@ class DirectConnector(aiohttp.TCPConnector):
         return await super().connect(req, traces, timeout)
 
 
+class OnionConnector(ProxyConnector):
+    """ProxyConnector whose failures are ``OnionConnectError`` (an aiohttp.ClientConnectionError)
+    with a readable reason, instead of aiohttp_socks' bare Exception subclasses."""
+
+    async def connect(self, req, traces, timeout):
+        try:
+            return await super().connect(req, traces, timeout)
+        except aiohttp_socks.ProxyConnectionError as exc:
+            raise OnionConnectError(f"Anyone SOCKS port {self._proxy_host}:{self._proxy_port} "
+                                    f"unreachable (is anon running?): {exc}") from exc
+        except (aiohttp_socks.ProxyError, aiohttp_socks.ProxyTimeoutError) as exc:
+            raise OnionConnectError(f"{req.url.host}: {describe_proxy_error(exc)}",
+                                    getattr(exc, "error_code", None)) from exc
+
+
 def make_connector(url: str, settings, socks_url: str | None = None, **kwargs) -> aiohttp.BaseConnector:
     """The connector for one backend ``url``; keep it (and its session) for that backend.
 
@@ -107,7 +123,7 @@ def make_connector(url: str, settings, socks_url: str | None = None, **kwargs) -
             raise AnyoneUnavailable(f"{url} is an .anon address but no Anyone SOCKS port is known: "
                                     "set COURIER_ANYONE=1 or COURIER_ANYONE_SOCKS")
         proxy_host, proxy_port = socks_endpoint(proxy)
-        return ProxyConnector(proxy_type=ProxyType.SOCKS5, host=proxy_host, port=proxy_port, rdns=True,
+        return OnionConnector(proxy_type=ProxyType.SOCKS5, host=proxy_host, port=proxy_port, rdns=True,
                               username=secrets.token_hex(8), password=secrets.token_hex(8), **kwargs)
     _refuse_if_outside(host, settings.private_mode)
     return DirectConnector(private_mode=settings.private_mode, **kwargs)
