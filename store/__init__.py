@@ -49,14 +49,13 @@ class Store:
         else:
             server = await embedded.start(Path(data_dir) / "postgres")
             dsn = Secret(server.dsn)
+        pool = None
         try:
             pool = await create_pool(dsn.reveal())
-            try:
-                applied = await migrate(pool)
-            except BaseException:
-                await pool.close()
-                raise
+            applied = await migrate(pool)
         except BaseException:
+            if pool is not None:
+                await pool.close()
             if server is not None:
                 await server.stop()
             raise

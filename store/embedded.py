@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 SERVICE_USER = "courier-postgres"
 _SOCKET_PATH_MAX = 103  # sun_path holds 108 bytes on Linux, 104 on macOS, with a trailing NUL
 _TIMEOUT_S = 60
+_HAVE_PROC = Path("/proc/self/cmdline").exists()
 
 
 async def start(pgdata: Path) -> EmbeddedServer:
@@ -85,6 +86,7 @@ def start_sync(pgdata: Path) -> EmbeddedServer:
             running = _postmaster(pgdata)
             started = running is None
             if started:
+                (pgdata / "postmaster.pid").unlink(missing_ok=True)  # stale: its server is gone
                 runner.initdb_if_needed()
                 runner.start()
                 running = _postmaster(pgdata)
@@ -163,13 +165,25 @@ def _alive(pid: int) -> bool:
 
 
 def _postmaster(pgdata: Path) -> tuple[int, Path, int] | None:
-    """(pid, socket directory, port) of the live postmaster on ``pgdata``, or None."""
+    """(pid, socket directory, port) of the postmaster running on ``pgdata``, or None.
+
+    After a crash, postmaster.pid may name a pid that now belongs to another process (likely in
+    containers, whose pids restart from 1); on Linux the command line tells them apart.
+    """
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
         pid, port, socket_dir = int(lines[0]), int(lines[3]), Path(lines[4])
     except (FileNotFoundError, IndexError, ValueError):
         return None
-    return (pid, socket_dir, port) if _alive(pid) else None
+    if not _alive(pid):
+        return None
+    if _HAVE_PROC:
+        try:
+            if os.fsencode(pgdata) not in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return None
+        except OSError:
+            return None
+    return pid, socket_dir, port
 
 
 @dataclass

@@ -127,6 +127,20 @@ def test_as_root_postgres_runs_unprivileged(pg_server, _pg_embedded):
     assert _pg_embedded.pgdata.parent.stat().st_mode & 0o777 == 0o711  # untouched by start
 
 
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs Linux /proc")
+def test_a_postmaster_pid_left_by_a_crash_does_not_block_start(pg_data_dir):
+    pgdata = pg_data_dir / "postgres"
+    embedded.start_sync(pgdata).stop_sync()
+    # As after a crash and a container restart: the file names a live pid that is not postgres.
+    (pgdata / "postmaster.pid").write_text(f"{os.getpid()}\n{pgdata}\n0\n5432\n{pgdata}\n\n0 0\nready\n")
+    server = embedded.start_sync(pgdata)
+    try:
+        assert server.started and server.pid != os.getpid()
+    finally:
+        server.stop_sync()
+    assert not running(server.pid)
+
+
 def test_refuses_a_directory_that_is_not_a_cluster(pg_data_dir):
     pgdata = pg_data_dir / "postgres"
     pgdata.mkdir()
