@@ -90,3 +90,10 @@ def pss_bytes(pid: int) -> int:
         if line.startswith("Pss:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far, all threads (from /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")

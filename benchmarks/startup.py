@@ -8,6 +8,10 @@ alternately without and with the pack, after one unmeasured warm-up of each
 
 - ready: from the spawn until ``GET /system_stats`` answers. The pack boots its
   services in the background, so this is what the pack costs ComfyUI itself.
+- CPU time (user + system) ComfyUI has used when it is ready: steadier than the
+  wall clock on a busy machine, where runs of one kind land seconds apart
+  (``startup_ready_spread_ms``, the larger median absolute deviation).
+- the pack's import time as ComfyUI logs it (0.1 s steps).
 - RSS of the ComfyUI process (VmRSS), once the pack's services have settled.
 - with the pack: spawn until ``/courier/health`` shows the database settled,
   and the PSS of the helper processes it started (embedded PostgreSQL, ...).
@@ -20,13 +24,14 @@ existing database, as in production. Figures are medians, printed as JSON lines:
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import statistics
 import time
 from pathlib import Path
 
-from _common import (REPO_ROOT, Deadline, comfyui_dir_or_exit, figure, load_runner, note,
-                     pss_bytes, write_figures)
+from _common import (REPO_ROOT, Deadline, comfyui_dir_or_exit, cpu_seconds, figure, load_runner,
+                     note, pss_bytes, write_figures)
 
 GOAL_ADDED_MS = 300
 GOAL_ADDED_RSS_MB = 60
@@ -57,7 +62,9 @@ def one_run(runner, comfyui_dir: Path, base: Path, with_pack: bool, deadline: De
     try:
         server.start(timeout=min(START_TIMEOUT_S, deadline.remaining()))
         result["ready_ms"] = server.ready_seconds * 1000
+        result["cpu_ms"] = cpu_seconds(server.pid) * 1000
         if with_pack:
+            result["import_ms"] = pack_import_ms(server)
             seconds, result["database"] = settle(server, min(SETTLE_TIMEOUT_S, deadline.remaining()))
             result["services_ms"] = None if seconds is None else seconds * 1000
         time.sleep(0.5)  # let both kinds of run go quiet the same way before sampling memory
@@ -70,6 +77,13 @@ def one_run(runner, comfyui_dir: Path, base: Path, with_pack: bool, deadline: De
     return result
 
 
+def pack_import_ms(server) -> float | None:
+    """The pack's import time as ComfyUI logs it ("Import times for custom nodes", 0.1 s steps)."""
+    pattern = rf"^\s*([\d.]+) seconds.*: .*/custom_nodes/{re.escape(server.pack_folder_name)}$"
+    match = re.search(pattern, server.log_text(), re.MULTILINE)
+    return float(match.group(1)) * 1000 if match else None
+
+
 def _pss_or_zero(pid: int) -> int:
     try:
         return pss_bytes(pid)
@@ -78,7 +92,7 @@ def _pss_or_zero(pid: int) -> int:
 
 
 def describe(result: dict) -> str:
-    text = f"ready {result['ready_ms']:.0f} ms, rss {result['rss_mb']:.0f} MB"
+    text = f"ready {result['ready_ms']:.0f} ms, cpu {result['cpu_ms']:.0f} ms, rss {result['rss_mb']:.0f} MB"
     if result["with_pack"]:
         services = result.get("services_ms")
         text += (f", database {result.get('database')} at "
@@ -128,6 +142,12 @@ def main() -> int:
     if len(without) < args.runs or len(with_) < args.runs:
         note(f"budget reached: {len(without)} runs without and {len(with_)} with the pack")
 
+    def spread(results):
+        """Median absolute deviation of the ready times: how far apart runs of one kind land."""
+        values = [r["ready_ms"] for r in results]
+        centre = statistics.median(values)
+        return statistics.median(abs(v - centre) for v in values)
+
     def median(results, key):
         values = [r[key] for r in results if r.get(key) is not None]
         return statistics.median(values) if values else None
@@ -136,6 +156,11 @@ def main() -> int:
     rss_without, rss_with = median(without, "rss_mb"), median(with_, "rss_mb")
     figure("startup_added_ms", ready_with - ready_without, "ms")
     figure("startup_added_rss_mb", rss_with - rss_without, "MB")
+    cpu_without, cpu_with = median(without, "cpu_ms"), median(with_, "cpu_ms")
+    figure("startup_added_cpu_ms", cpu_with - cpu_without, "ms")
+    figure("startup_ready_spread_ms", max(spread(without), spread(with_)), "ms")
+    if median(with_, "import_ms") is not None:
+        figure("pack_import_ms", median(with_, "import_ms"), "ms")
     figure("startup_ready_without_pack_ms", ready_without, "ms")
     figure("startup_ready_with_pack_ms", ready_with, "ms")
     figure("startup_rss_without_pack_mb", rss_without, "MB")
