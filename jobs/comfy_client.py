@@ -1,0 +1,555 @@
+"""Async client for one ComfyUI backend over its HTTP/websocket API (shapes of v0.3.64).
+
+One method per endpoint, typed arguments, parsed replies; every failure is a
+``ComfyError`` (see ``errors.py``). ``run_prompt`` is a whole job: open the
+websocket, queue, follow the frames to the end (surviving drops), return outputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import json
+import logging
+import mimetypes
+import struct
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from aiohttp_socks import ProxyConnectionError, ProxyError, ProxyTimeoutError
+
+from .errors import (
+    BackendUnavailable,
+    ComfyError,
+    ExecutionFailed,
+    Interrupted,
+    Problem,
+    PromptLost,
+    PromptRejected,
+    RequestFailed,
+    describe_error,
+)
+
+__all__ = ["BackendUnavailable", "ComfyClient", "ComfyError", "Device", "Event", "EventStream",
+           "ExecutionFailed", "FileRef", "HistoryEntry", "Interrupted", "Preview", "Problem", "Progress",
+           "PromptLost", "PromptRejected", "PromptResult", "QueueItem", "QueueState", "RequestFailed",
+           "SystemStats", "describe_error", "parse_preview"]
+
+log = logging.getLogger(__name__)
+
+_UNREACHABLE = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, aiohttp.WSServerHandshakeError,
+                asyncio.TimeoutError, OSError, ProxyError, ProxyConnectionError, ProxyTimeoutError)
+_PREVIEW_IMAGE = 1  # binary frame event type; then a 4-byte format: 1 = JPEG, 2 = PNG
+_PREVIEW_FORMATS = {1: "image/jpeg", 2: "image/png"}
+
+
+@dataclasses.dataclass(frozen=True)
+class FileRef:
+    """A file a node wrote, named the way ``view`` wants it."""
+
+    filename: str
+    subfolder: str
+    type: str
+    node: str
+
+
+def _files(outputs: Mapping[str, Mapping[str, Any]]) -> list[FileRef]:
+    return [FileRef(item["filename"], item.get("subfolder", ""), item.get("type", "output"), node)
+            for node, output in outputs.items() for items in output.values() if isinstance(items, list)
+            for item in items if isinstance(item, dict) and "filename" in item]
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptResult:
+    """What a finished prompt produced: ``outputs`` is node id -> UI output (``{"images": [...]}``)."""
+
+    prompt_id: str
+    outputs: dict[str, dict]
+    execution_ms: int | None  # execution_start to execution_success, by the backend's clock
+
+    @property
+    def files(self) -> list[FileRef]:
+        return _files(self.outputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class HistoryEntry:
+    """One ``/history/{prompt_id}`` record."""
+
+    prompt_id: str
+    outputs: dict[str, dict]
+    status_str: str  # "success" or "error"
+    completed: bool
+    messages: list[tuple[str, dict]]
+
+    @property
+    def files(self) -> list[FileRef]:
+        return _files(self.outputs)
+
+    @property
+    def execution_ms(self) -> int | None:
+        stamps = {kind: data.get("timestamp") for kind, data in self.messages}
+        start, end = stamps.get("execution_start"), stamps.get("execution_success")
+        return end - start if isinstance(start, int) and isinstance(end, int) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueItem:
+    number: float
+    prompt_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueState:
+    """``GET /queue``: what runs now and what waits."""
+
+    running: list[QueueItem]
+    pending: list[QueueItem]
+
+    def ahead_of(self, prompt_id: str) -> int | None:
+        """How many prompts run before this pending one; None if it is not pending."""
+        for item in self.pending:
+            if item.prompt_id == prompt_id:
+                return len(self.running) + sum(1 for p in self.pending if p.number < item.number)
+        return None
+
+    def __contains__(self, prompt_id: object) -> bool:
+        return any(item.prompt_id == prompt_id for item in self.running + self.pending)
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    name: str
+    type: str
+    index: int | None
+    vram_total: int
+    vram_free: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemStats:
+    """``GET /system_stats``; ``raw`` keeps the whole reply."""
+
+    comfyui_version: str
+    python_version: str
+    pytorch_version: str
+    ram_total: int
+    ram_free: int
+    devices: list[Device]
+    raw: dict = dataclasses.field(repr=False, compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """A text websocket frame: ``{"type", "data"}``."""
+
+    type: str
+    data: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Preview:
+    """A preview image from a binary websocket frame."""
+
+    mime: str
+    image: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """Where a run stands; passed to ``run_prompt``'s ``on_progress``."""
+
+    prompt_id: str
+    queue_remaining: int | None = None  # prompts on the backend (running + pending), from `status`
+    ahead: int | None = None  # prompts that run before ours while it waits; None when unknown or running
+    running: bool = False
+    node: str | None = None  # node executing now
+    node_type: str | None = None
+    value: int | None = None  # step of the current node, from `progress`
+    max: int | None = None
+    nodes_done: int = 0  # nodes finished so far
+    nodes_total: int = 0  # workflow nodes not served from cache (some may never run)
+
+
+def parse_preview(frame: bytes) -> Preview | None:
+    """A preview from a binary frame; None for other binary events."""
+    if len(frame) < 8:
+        return None
+    event, image_format = struct.unpack(">II", frame[:8])
+    if event != _PREVIEW_IMAGE:
+        return None
+    return Preview(_PREVIEW_FORMATS.get(image_format, "application/octet-stream"), bytes(frame[8:]))
+
+
+class EventStream:
+    """An open ``/ws?clientId=`` socket; iterating yields ``Event`` and ``Preview`` until it closes."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse):
+        self._ws = ws
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._ws.close()
+
+    def __aiter__(self) -> AsyncIterator[Event | Preview]:
+        return self._frames()
+
+    async def _frames(self) -> AsyncIterator[Event | Preview]:
+        async for msg in self._ws:
+            if msg.type == aiohttp.WSMsgType.TEXT:
+                frame = json.loads(msg.data)
+                yield Event(str(frame.get("type", "")), frame.get("data") or {})
+            elif msg.type == aiohttp.WSMsgType.BINARY:
+                preview = parse_preview(msg.data)
+                if preview is not None:
+                    yield preview
+            elif msg.type == aiohttp.WSMsgType.ERROR:
+                return
+
+
+ProgressCallback = Callable[[Progress], Awaitable[None] | None]
+PreviewCallback = Callable[[Preview], Awaitable[None] | None]
+
+
+async def _call(callback: Callable[[Any], Any] | None, value: Any) -> None:
+    if callback is not None:
+        result = callback(value)
+        if inspect.isawaitable(result):
+            await result
+
+
+@dataclasses.dataclass
+class _Run:
+    """State of one ``run_prompt`` call."""
+
+    workflow: Mapping[str, Any]
+    progress: Progress
+    on_progress: ProgressCallback | None
+    on_preview: PreviewCallback | None
+    outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
+    executed_nodes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def prompt_id(self) -> str:
+        return self.progress.prompt_id
+
+    async def report(self, **changes: Any) -> None:
+        progress = dataclasses.replace(self.progress, **changes)
+        if progress != self.progress:
+            self.progress = progress
+            await _call(self.on_progress, progress)
+
+
+class ComfyClient:
+    """One ComfyUI backend at ``base_url``, through one reused ``ClientSession``.
+
+    ``connector`` (e.g. a SOCKS connector for ``.anon`` backends), or
+    ``connector_factory`` to make it lazily inside the running loop, is owned by
+    the client and closed by ``close()``. ``connect_timeout`` and ``read_timeout``
+    bound each HTTP request; ``heartbeat`` pings the websocket to notice dead
+    peers. While a run's websocket is down, the client polls every
+    ``poll_interval`` seconds and gives up after ``retries`` failed looks in a row.
+    """
+
+    def __init__(self, base_url: str, *, connector: aiohttp.BaseConnector | None = None,
+                 connector_factory: Callable[[], aiohttp.BaseConnector] | None = None,
+                 connect_timeout: float = 60.0, read_timeout: float = 120.0, heartbeat: float = 30.0,
+                 poll_interval: float = 1.0, retries: int = 10):
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be http(s)://host:port, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        if connector is not None and connector_factory is not None:
+            raise ValueError("pass connector or connector_factory, not both")
+        self._connector = connector
+        self._connector_factory = connector_factory
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout)
+        self._heartbeat = heartbeat
+        self._poll_interval = poll_interval
+        self._retries = retries
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> ComfyClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the session and its connector; the client is unusable afterwards."""
+        if self._session is not None:
+            await self._session.close()
+        elif self._connector is not None:
+            await self._connector.close()
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            if self._connector is None and self._connector_factory is not None:
+                self._connector = self._connector_factory()
+            self._session = aiohttp.ClientSession(connector=self._connector, timeout=self._timeout)
+        return self._session
+
+    def _unreachable(self, what: str, exc: BaseException | str) -> BackendUnavailable:
+        reason = exc if isinstance(exc, str) else (str(exc) or type(exc).__name__)
+        return BackendUnavailable(f"ComfyUI at {self.base_url} is not reachable ({what}): {reason}")
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> tuple[int, bytes]:
+        try:
+            async with self._http().request(method, self.base_url + path, **kwargs) as resp:
+                body = await resp.read()
+        except _UNREACHABLE as exc:
+            raise self._unreachable(f"{method} {path}", exc) from exc
+        if resp.status in (502, 503, 504):
+            raise self._unreachable(f"{method} {path}", f"HTTP {resp.status}")
+        return resp.status, body
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        status, body = await self._request(method, path, **kwargs)
+        if status != 200:
+            raise RequestFailed(f"{method} {path}: HTTP {status}", status, body[:500].decode(errors="replace"))
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise RequestFailed(f"{method} {path}: reply is not JSON", status,
+                                body[:500].decode(errors="replace")) from None
+
+    async def _post(self, path: str, body: Mapping[str, Any]) -> None:
+        status, reply = await self._request("POST", path, json=body)
+        if status != 200:
+            raise RequestFailed(f"POST {path}: HTTP {status}", status, reply[:500].decode(errors="replace"))
+
+    # --- endpoints ---------------------------------------------------------------
+
+    async def upload_image(self, data: bytes, filename: str, subfolder: str = "courier",
+                           overwrite: bool = True) -> str:
+        """``POST /upload/image`` into the input folder; returns the LoadImage name ``subfolder/name``."""
+        if not filename or "/" in filename or "\\" in filename:
+            raise ValueError(f"filename must be a plain file name, got {filename!r}")
+        form = aiohttp.FormData()
+        form.add_field("image", data, filename=filename,
+                       content_type=mimetypes.guess_type(filename)[0] or "application/octet-stream")
+        form.add_field("type", "input")
+        form.add_field("subfolder", subfolder)
+        form.add_field("overwrite", "true" if overwrite else "false")
+        reply = await self._json("POST", "/upload/image", data=form)
+        return f"{reply['subfolder']}/{reply['name']}" if reply.get("subfolder") else reply["name"]
+
+    async def queue_prompt(self, workflow: Mapping[str, Any], client_id: str, prompt_id: str | None = None) -> str:
+        """``POST /prompt``; returns the prompt_id.
+
+        :raises ValueError: ``workflow`` is not an API-format workflow
+        :raises PromptRejected: ComfyUI refused it (validation errors)
+        """
+        if not isinstance(workflow, Mapping) or not workflow:
+            raise ValueError("workflow must be a non-empty API-format dict {node_id: {class_type, inputs}}")
+        if "nodes" in workflow and "links" in workflow:
+            raise ValueError("this is a UI-format workflow; export it with 'Export (API)'")
+        body = {"prompt": workflow, "client_id": client_id, "prompt_id": prompt_id or str(uuid.uuid4())}
+        status, raw = await self._request("POST", "/prompt", json=body)
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            reply = None
+        if status == 400 and isinstance(reply, dict) and "error" in reply:
+            raise PromptRejected(reply)
+        if status != 200 or not isinstance(reply, dict) or "prompt_id" not in reply:
+            raise RequestFailed(f"POST /prompt: HTTP {status}", status, raw[:500].decode(errors="replace"))
+        return str(reply["prompt_id"])
+
+    async def queue(self) -> QueueState:
+        """``GET /queue``."""
+        reply = await self._json("GET", "/queue")
+
+        def items(key: str) -> list[QueueItem]:
+            return [QueueItem(item[0], item[1]) for item in reply.get(key, [])]
+
+        return QueueState(items("queue_running"), items("queue_pending"))
+
+    async def delete_queued(self, *prompt_ids: str) -> None:
+        """``POST /queue {"delete": [...]}``: drop pending prompts (running ones are not touched)."""
+        await self._post("/queue", {"delete": list(prompt_ids)})
+
+    async def interrupt(self, prompt_id: str | None = None) -> None:
+        """``POST /interrupt``: stop the running prompt (only if it is ``prompt_id``, when given)."""
+        await self._post("/interrupt", {"prompt_id": prompt_id} if prompt_id else {})
+
+    async def cancel(self, prompt_id: str) -> None:
+        """Drop ``prompt_id`` whether it waits or runs."""
+        await self.delete_queued(prompt_id)
+        await self.interrupt(prompt_id)
+
+    async def history(self, prompt_id: str) -> HistoryEntry | None:
+        """``GET /history/{prompt_id}``; None while it is unknown or unfinished."""
+        reply = await self._json("GET", f"/history/{quote(prompt_id, safe='')}")
+        entry = reply.get(prompt_id)
+        if entry is None:
+            return None
+        status = entry.get("status") or {}
+        return HistoryEntry(prompt_id, entry.get("outputs") or {}, status.get("status_str", ""),
+                            bool(status.get("completed")), [tuple(m) for m in status.get("messages", [])])
+
+    async def view(self, filename: str, subfolder: str = "", type: str = "output") -> bytes:
+        """``GET /view``: a file's bytes from the output, input or temp folder."""
+        status, body = await self._request("GET", "/view", params={"filename": filename, "subfolder": subfolder,
+                                                                   "type": type})
+        if status != 200:
+            raise RequestFailed(f"GET /view {type}/{subfolder}/{filename}: HTTP {status}", status)
+        return body
+
+    async def system_stats(self) -> SystemStats:
+        """``GET /system_stats``."""
+        raw = await self._json("GET", "/system_stats")
+        system = raw.get("system", {})
+        devices = [Device(d.get("name", ""), d.get("type", ""), d.get("index"), int(d.get("vram_total") or 0),
+                          int(d.get("vram_free") or 0)) for d in raw.get("devices", [])]
+        return SystemStats(str(system.get("comfyui_version", "")), str(system.get("python_version", "")),
+                           str(system.get("pytorch_version", "")), int(system.get("ram_total") or 0),
+                           int(system.get("ram_free") or 0), devices, raw)
+
+    async def object_info(self, node_class: str | None = None) -> dict[str, dict]:
+        """``GET /object_info[/{class}]``: node schemas by class name ({} for an unknown class)."""
+        path = "/object_info" + (f"/{quote(node_class, safe='')}" if node_class else "")
+        return await self._json("GET", path)
+
+    async def events(self, client_id: str) -> EventStream:
+        """Open ``/ws?clientId=``; use as ``async with await client.events(cid) as stream``."""
+        try:
+            ws = await self._http().ws_connect(f"{self.base_url}/ws", params={"clientId": client_id},
+                                               heartbeat=self._heartbeat)
+        except _UNREACHABLE as exc:
+            raise self._unreachable("websocket", exc) from exc
+        return EventStream(ws)
+
+    # --- a whole run -------------------------------------------------------------
+
+    async def run_prompt(self, workflow: Mapping[str, Any], *, on_progress: ProgressCallback | None = None,
+                         on_preview: PreviewCallback | None = None, prompt_id: str | None = None) -> PromptResult:
+        """Queue ``workflow``, follow it to the end and return its outputs.
+
+        The websocket opens before queueing: ComfyUI sends ``executing``/``executed``
+        only to the queuing client. A dropped socket is reopened; while it cannot
+        be, ``/queue`` and ``/history`` are polled. Outputs come from ``executed``
+        frames, confirmed by ``/history``. Cancelling this call leaves the prompt
+        on the backend: ``cancel(prompt_id)`` it.
+
+        :raises PromptRejected, ExecutionFailed, Interrupted, PromptLost, BackendUnavailable:
+        """
+        run = _Run(workflow, Progress(prompt_id or str(uuid.uuid4()), nodes_total=len(workflow)),
+                   on_progress, on_preview)
+        client_id = uuid.uuid4().hex
+        stream: EventStream | None = await self.events(client_id)
+        try:
+            await self.queue_prompt(workflow, client_id, run.prompt_id)
+            failures = 0
+            while True:
+                if stream is not None:
+                    if await self._follow(stream, run):
+                        break
+                    await stream.close()
+                    stream = None
+                    log.warning("websocket to %s dropped while prompt %s ran", self.base_url, run.prompt_id)
+                await asyncio.sleep(self._poll_interval)
+                try:
+                    stream = await self.events(client_id)
+                except BackendUnavailable:
+                    pass
+                try:
+                    if await self._catch_up(run):
+                        break
+                    failures = 0
+                except BackendUnavailable:
+                    failures += 1
+                    if failures >= self._retries:
+                        raise
+        finally:
+            if stream is not None:
+                await stream.close()
+        entry = await self.history(run.prompt_id)
+        if entry is None:
+            return PromptResult(run.prompt_id, run.outputs, None)
+        _raise_if_failed(entry)
+        return PromptResult(run.prompt_id, {**run.outputs, **entry.outputs}, entry.execution_ms)
+
+    async def _follow(self, stream: EventStream, run: _Run) -> bool:
+        """Handle frames until the run ends (True) or the socket closes (False)."""
+        async for item in stream:
+            if isinstance(item, Preview):
+                await _call(run.on_preview, item)
+            elif await self._on_event(run, item):
+                return True
+        return False
+
+    async def _on_event(self, run: _Run, event: Event) -> bool:
+        """Apply one frame to the run; True when it has ended."""
+        data = event.data
+        if data.get("prompt_id", run.prompt_id) != run.prompt_id:
+            return False  # another client's prompt (broadcast progress)
+        if event.type == "status":
+            await run.report(queue_remaining=data.get("status", {}).get("exec_info", {}).get("queue_remaining"))
+            if not run.progress.running:
+                try:  # the queue position; notices a deleted prompt (if it ended, its frames follow)
+                    await self._catch_up(run)
+                except (BackendUnavailable, RequestFailed) as exc:
+                    log.info("queue position of %s unknown: %s", run.prompt_id, exc)
+        elif event.type == "execution_start":
+            await run.report(running=True, ahead=None)
+        elif event.type == "execution_cached":
+            cached = set(data.get("nodes", []))
+            await run.report(nodes_total=len(set(run.workflow) - cached))
+        elif event.type == "executing":
+            node = data.get("node")
+            if node is None:
+                return True
+            if node not in run.executed_nodes:
+                run.executed_nodes.append(node)
+            node_type = run.workflow.get(node, {}).get("class_type")
+            await run.report(running=True, ahead=None, node=node, node_type=node_type, value=None, max=None,
+                             nodes_done=len(run.executed_nodes) - 1)
+        elif event.type == "progress":
+            node = data.get("node", run.progress.node)
+            await run.report(node=node, node_type=run.workflow.get(node, {}).get("class_type"),
+                             value=data.get("value"), max=data.get("max"))
+        elif event.type == "executed":
+            run.outputs[str(data.get("node"))] = data.get("output") or {}
+        elif event.type == "execution_error":
+            raise ExecutionFailed(data)
+        elif event.type == "execution_interrupted":
+            raise Interrupted(data)
+        return False
+
+    async def _catch_up(self, run: _Run) -> bool:
+        """True if the prompt has finished (history), False if it still waits or runs.
+
+        The queue is read before the history: ComfyUI moves a prompt from one to
+        the other atomically, so a prompt in neither is gone.
+        """
+        queue = await self.queue()
+        if run.prompt_id in queue:
+            if not run.progress.running:
+                await run.report(ahead=queue.ahead_of(run.prompt_id))
+            return False
+        entry = await self.history(run.prompt_id)
+        if entry is None:
+            raise PromptLost(f"ComfyUI at {self.base_url} has prompt {run.prompt_id} neither queued nor in "
+                             "its history (deleted, or the server restarted)")
+        _raise_if_failed(entry)
+        return True
+
+
+def _raise_if_failed(entry: HistoryEntry) -> None:
+    if entry.status_str != "error":
+        return
+    for kind, data in entry.messages:
+        if kind == "execution_error":
+            raise ExecutionFailed(data)
+        if kind == "execution_interrupted":
+            raise Interrupted(data)
+    raise ComfyError(f"prompt {entry.prompt_id} failed without an error message")

@@ -1,0 +1,208 @@
+"""ComfyUI backend errors, and their summaries in plain words for Telegram users.
+
+One exception tree (``ComfyError`` and subclasses). Every error can describe
+itself as ``Problem`` values: a message key plus parameters, so a caller can
+localize; ``MESSAGES`` holds the default English text for each key, in one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+MESSAGES: dict[str, str] = {
+    "missing_model": "Missing model file {filename} (folder: {folder}) needed by {node_type}",
+    "missing_node": "This workflow needs a node that is not installed: {node_type}",
+    "invalid_input": "{node_type} (node {node_id}), input {input_name}: {text}",
+    "invalid_node": "{node_type} (node {node_id}): {text}",
+    "prompt_rejected": "The workflow was rejected: {text}",
+    "execution_failed": "{node_type} (node {node_id}) failed: {exception_message}",
+    "out_of_memory": "Not enough memory to run {node_type} (node {node_id}); try a smaller size",
+    "interrupted": "The run was stopped before it finished",
+    "backend_unavailable": "The image server is not reachable right now",
+    "prompt_lost": "The image server restarted and forgot this job",
+    "backend_error": "The image server answered with an error: {message}",
+}
+
+# (loader class, input name or prefix) -> models folder; other loaders -> "models".
+MODEL_FOLDERS: dict[str, dict[str, str]] = {
+    "UNETLoader": {"unet_name": "diffusion_models"},
+    "DualCLIPLoader": {"clip_name": "text_encoders"},
+    "TripleCLIPLoader": {"clip_name": "text_encoders"},
+    "CLIPLoader": {"clip_name": "text_encoders"},
+    "VAELoader": {"vae_name": "vae"},
+    "CheckpointLoaderSimple": {"ckpt_name": "checkpoints"},
+    "LoraLoader": {"lora_name": "loras"},
+    "LoraLoaderModelOnly": {"lora_name": "loras"},
+    "ControlNetLoader": {"control_net_name": "controlnet"},
+    "UpscaleModelLoader": {"model_name": "upscale_models"},
+    "CLIPVisionLoader": {"clip_name": "clip_vision"},
+}
+_MODEL_FILE = re.compile(r"\.(safetensors|sft|ckpt|pt|pth|bin|gguf|onnx)$", re.IGNORECASE)
+_UNKNOWN_NODE = re.compile(r"node (.+) does not exist")
+_MAX_TEXT = 500
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One thing that went wrong, as a message key and its parameters."""
+
+    key: str
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def render(self, messages: Mapping[str, str] = MESSAGES) -> str:
+        """The text for ``key`` from ``messages`` (English where it lacks the key) filled with ``params``."""
+        return (messages.get(self.key) or MESSAGES[self.key]).format(**self.params)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def render_problems(problems: list[Problem], messages: Mapping[str, str] = MESSAGES) -> str:
+    """All problems, one per line."""
+    return "\n".join(p.render(messages) for p in problems)
+
+
+def describe_error(exc: ComfyError, messages: Mapping[str, str] = MESSAGES) -> str:
+    """Plain words for a ComfyError, one line per problem, in the language of ``messages``."""
+    return render_problems(exc.problems, messages)
+
+
+def model_folder(node_type: str, input_name: str) -> str | None:
+    """The models folder a loader's input reads from; None if it is not a known loader input."""
+    for prefix, folder in MODEL_FOLDERS.get(node_type, {}).items():
+        if input_name.startswith(prefix):
+            return folder
+    return None
+
+
+def summarize_rejection(reply: Mapping[str, Any]) -> list[Problem]:
+    """Plain-words problems from a 400 ``POST /prompt`` reply (``{"error", "node_errors"}``)."""
+    error = reply.get("error") or {}
+    node_errors = reply.get("node_errors") or {}
+    problems: list[Problem] = []
+    for node_id, entry in node_errors.items():
+        node_type = entry.get("class_type", "?")
+        for err in entry.get("errors", []):
+            problem = _node_problem(str(node_id), node_type, err)
+            if problem.render() not in (p.render() for p in problems):  # e.g. one file missing for two nodes
+                problems.append(problem)
+    if problems:
+        return problems
+    unknown = _UNKNOWN_NODE.search(error.get("message", ""))
+    if error.get("type") == "invalid_prompt" and unknown:
+        return [Problem("missing_node", {"node_type": unknown.group(1)})]
+    message, details = error.get("message") or "unknown error", error.get("details", "")
+    return [Problem("prompt_rejected", {"message": message, "details": details, "text": _text(message, details)})]
+
+
+def _node_problem(node_id: str, node_type: str, err: Mapping[str, Any]) -> Problem:
+    extra = err.get("extra_info") or {}
+    input_name = extra.get("input_name", "")
+    value = extra.get("received_value")
+    if err.get("type") == "value_not_in_list" and isinstance(value, str):
+        folder = model_folder(node_type, input_name)
+        if folder is None and _MODEL_FILE.search(value):
+            folder = "models"
+        if folder is not None:
+            return Problem("missing_model", {"filename": value, "folder": folder, "node_type": node_type,
+                                             "node_id": node_id, "input_name": input_name})
+    message, details = err.get("message", ""), err.get("details", "")
+    params = {"node_id": node_id, "node_type": node_type, "input_name": input_name,
+              "message": message, "details": details, "text": _text(message, details, input_name)}
+    return Problem("invalid_input" if input_name else "invalid_node", params)
+
+
+def _text(message: str, details: str, input_name: str = "") -> str:
+    """ComfyUI's message, with its details when they say more than the input name."""
+    return message if details in ("", input_name) else f"{message}: {details}"
+
+
+def summarize_execution_error(data: Mapping[str, Any]) -> Problem:
+    """A plain-words problem from an ``execution_error`` event (no traceback)."""
+    message = str(data.get("exception_message", "")).strip()
+    if len(message) > _MAX_TEXT:
+        message = message[:_MAX_TEXT] + "…"
+    params = {"node_id": str(data.get("node_id", "?")), "node_type": data.get("node_type", "?"),
+              "exception_type": data.get("exception_type", ""), "exception_message": message}
+    oom = "OutOfMemory" in params["exception_type"] or "out of memory" in message.lower()
+    return Problem("out_of_memory" if oom else "execution_failed", params)
+
+
+class ComfyError(Exception):
+    """Base of every error talking to a ComfyUI backend."""
+
+    @property
+    def problems(self) -> list[Problem]:
+        """What went wrong, for the user."""
+        return [Problem("backend_error", {"message": str(self)})]
+
+
+class BackendUnavailable(ComfyError):
+    """The backend cannot be reached (connection refused, timeout, proxy error, 502-504)."""
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [Problem("backend_unavailable", {"message": str(self)})]
+
+
+class RequestFailed(ComfyError):
+    """The backend answered an unexpected HTTP status."""
+
+    def __init__(self, message: str, status: int, body: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class PromptRejected(ComfyError):
+    """``POST /prompt`` refused the workflow (HTTP 400); ``node_errors`` as ComfyUI sent them."""
+
+    def __init__(self, reply: Mapping[str, Any]):
+        self.error: dict = dict(reply.get("error") or {})
+        self.node_errors: dict = dict(reply.get("node_errors") or {})
+        super().__init__(render_problems(self.problems))
+
+    @property
+    def problems(self) -> list[Problem]:
+        return summarize_rejection({"error": self.error, "node_errors": self.node_errors})
+
+
+class ExecutionFailed(ComfyError):
+    """A node raised while the prompt ran (``execution_error``)."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        self.data = dict(data)
+        self.node_id = str(data.get("node_id", ""))
+        self.node_type = str(data.get("node_type", ""))
+        self.exception_type = str(data.get("exception_type", ""))
+        self.exception_message = str(data.get("exception_message", "")).strip()
+        super().__init__(summarize_execution_error(data).render())
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [summarize_execution_error(self.data)]
+
+
+class Interrupted(ComfyError):
+    """The prompt was interrupted (``execution_interrupted``)."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        self.data = dict(data)
+        self.node_id = str(data.get("node_id", ""))
+        self.node_type = str(data.get("node_type", ""))
+        super().__init__(f"interrupted at {self.node_type} (node {self.node_id})")
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [Problem("interrupted", {"node_id": self.node_id, "node_type": self.node_type})]
+
+
+class PromptLost(ComfyError):
+    """The backend knows the prompt neither in its queue nor in its history (it restarted)."""
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [Problem("prompt_lost", {"message": str(self)})]
