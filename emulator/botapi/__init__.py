@@ -9,7 +9,7 @@ Tests (or a person with curl, see ``control``) play the users::
         app = (ApplicationBuilder().token(bot.token)
                .base_url(emulator.base_url).base_file_url(emulator.base_file_url).build())
         ...
-        bot.inject_text(42, "/demo hello")            # a user writes; returns the Update the bot gets
+        bot.inject_text(42, "/demo hello")            # a user writes; the bot gets an Update
         call = await bot.wait_for_call("sendDocument")
         bot.file_bytes(call.result["document"]["file_id"])
 

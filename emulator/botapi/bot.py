@@ -235,7 +235,7 @@ class EmulatedBot:
     # --- test API -------------------------------------------------------------
 
     def inject_text(self, user_id: int, text: str, *, reply_to: int | None = None) -> dict[str, Any]:
-        """The user sends ``text``; ``/command`` words get bot_command entities. Returns the Update."""
+        """The user sends ``text``; ``/command`` words get bot_command entities. Returns the Message."""
         content: dict[str, Any] = {"text": text}
         if entities := formatting.command_entities(text):
             content["entities"] = entities
@@ -243,18 +243,18 @@ class EmulatedBot:
 
     def inject_photo(self, user_id: int, data: bytes, *, caption: str | None = None,
                      reply_to: int | None = None) -> dict[str, Any]:
-        """The user sends an image as a photo (recompressed, as Telegram clients do). Returns the Update."""
+        """The user sends an image as a photo (recompressed, as Telegram clients do). Returns the Message."""
         return self._from_user(user_id, {"photo": self._store_photo(data), **_caption({"caption": caption})},
                                reply_to)
 
     def inject_document(self, user_id: int, data: bytes, file_name: str, *, mime_type: str | None = None,
                         caption: str | None = None, reply_to: int | None = None) -> dict[str, Any]:
-        """The user sends a file as a document (bytes kept). Returns the Update."""
+        """The user sends a file as a document (bytes kept). Returns the Message."""
         document = self._store_file("document", Upload(file_name, mime_type or "", data), {})
         return self._from_user(user_id, {"document": document, **_caption({"caption": caption})}, reply_to)
 
     def inject_callback_query(self, user_id: int, message_id: int, data: str) -> dict[str, Any]:
-        """The user presses the inline button with ``callback_data == data``. Returns the Update."""
+        """The user presses the inline button with ``callback_data == data``. Returns the CallbackQuery."""
         message = self._messages.get((user_id, message_id))
         if message is None:
             raise LookupError(f"no message {message_id} in chat {user_id}")
@@ -264,7 +264,8 @@ class EmulatedBot:
         query = {"id": str(next(self._query_ids)), "from": self.emulator.user(user_id), "message": message,
                  "chat_instance": str(abs(hash((self.id, user_id)))), "data": data}
         self._callback_queries[query["id"]] = query
-        return self._add_update("callback_query", query)
+        self._add_update("callback_query", query)
+        return query
 
     def block(self, user_id: int, blocked: bool = True) -> None:
         """The user blocks (or unblocks) the bot: sending to them fails with 403."""
@@ -351,15 +352,15 @@ class EmulatedBot:
             target = self._messages.get((user_id, reply_to))
             if target is None:
                 raise LookupError(f"no message {reply_to} in chat {user_id}")
-        return self._add_update("message", self._post(chat, user, content, target))
+        message = self._post(chat, user, content, target)
+        self._add_update("message", message)
+        return message
 
-    def _add_update(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Queues the update unless the bot's allowed_updates exclude its kind."""
-        update = {"update_id": next(self._update_ids), kind: payload}
-        if not self.allowed_updates or kind in self.allowed_updates:
-            self.updates.append(update)
-            self.emulator.changed()
-        return update
+    def _add_update(self, kind: str, payload: dict[str, Any]) -> None:
+        if self.allowed_updates and kind not in self.allowed_updates:
+            return
+        self.updates.append({"update_id": next(self._update_ids), kind: payload})
+        self.emulator.changed()
 
     def _chat(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = params.get("chat_id")

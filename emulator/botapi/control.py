@@ -5,7 +5,7 @@ with 400, or 404 for an unknown bot. With ``$E`` the emulator's URL::
 
     curl -X POST $E/_emulator/bots -d '{"token": "123:ABC"}'               # -> {"token", "user"}
     curl -X POST $E/_emulator/users -d '{"id": 42, "first_name": "Ada", "language_code": "de"}'
-    curl -X POST $E/_emulator/bots/123:ABC/messages -d '{"user_id": 42, "text": "/demo hello"}'  # -> Update
+    curl -X POST $E/_emulator/bots/123:ABC/messages -d '{"user_id": 42, "text": "/demo hello"}'
     curl -X POST $E/_emulator/bots/123:ABC/messages -F user_id=42 -F photo=@cat.png -F caption=hi
     curl -X POST $E/_emulator/bots/123:ABC/messages -F user_id=42 -F document=@cat.png
     curl -X POST $E/_emulator/bots/123:ABC/callback_queries -d '{"user_id": 42, "message_id": 2, "data": "x"}'
@@ -84,10 +84,7 @@ async def add_user(request: web.Request) -> web.Response:
 
 @routes.post("/bots/{token}/messages")
 async def inject_message(request: web.Request) -> web.Response:
-    """JSON ``{user_id, text, reply_to_message_id?}``, or a form with a ``photo`` or ``document`` file.
-
-    Answers the Update the bot will receive, as do the other inject routes.
-    """
+    """JSON ``{user_id, text, reply_to_message_id?}``, or a form with a ``photo`` or ``document`` file."""
     bot = _bot(request)
     if request.content_type != "multipart/form-data":
         body = await _body(request)
@@ -98,13 +95,13 @@ async def inject_message(request: web.Request) -> web.Response:
     reply_to = int(form["reply_to_message_id"]) if "reply_to_message_id" in form else None
     caption = str(form["caption"]) if "caption" in form else None
     if isinstance(photo := form.get("photo"), web.FileField):
-        update = bot.inject_photo(user_id, photo.file.read(), caption=caption, reply_to=reply_to)
+        message = bot.inject_photo(user_id, photo.file.read(), caption=caption, reply_to=reply_to)
     elif isinstance(document := form.get("document"), web.FileField):
-        update = bot.inject_document(user_id, document.file.read(), document.filename,
-                                     mime_type=document.content_type, caption=caption, reply_to=reply_to)
+        message = bot.inject_document(user_id, document.file.read(), document.filename,
+                                      mime_type=document.content_type, caption=caption, reply_to=reply_to)
     else:
         raise KeyError("a 'photo' or 'document' file part")
-    return web.json_response(update)
+    return web.json_response(message)
 
 
 @routes.post("/bots/{token}/callback_queries")

@@ -244,7 +244,7 @@ async def test_callback_query_is_answered_once(botapi_bot, tg):
         [[InlineKeyboardButton("A", callback_data="pick:a"), InlineKeyboardButton("Site", url="https://x.org")]]))
     with pytest.raises(ValueError, match="no button"):
         botapi_bot.inject_callback_query(USER, sent.message_id, "pick:z")
-    query = botapi_bot.inject_callback_query(USER, sent.message_id, "pick:a")["callback_query"]
+    query = botapi_bot.inject_callback_query(USER, sent.message_id, "pick:a")
     update = (await tg.get_updates())[-1]
     assert update.callback_query.data == "pick:a" and update.callback_query.id == query["id"]
     assert update.callback_query.message.message_id == sent.message_id
@@ -320,7 +320,7 @@ async def test_fault_hang_times_out_the_client(botapi, botapi_bot):
 
 async def test_user_photo_and_document_are_downloadable_by_the_bot(botapi_bot, tg):
     original = png(400, 300)
-    photo_message = botapi_bot.inject_photo(USER, original, caption="/demoedit invert")["message"]
+    photo_message = botapi_bot.inject_photo(USER, original, caption="/demoedit invert")
     botapi_bot.inject_document(USER, original, "in.png", reply_to=photo_message["message_id"])
     updates = await tg.get_updates(offset=2)
     photo = updates[0].message.photo[-1]

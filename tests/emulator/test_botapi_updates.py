@@ -178,7 +178,7 @@ async def test_application_polling_round_trip(botapi, botapi_bot):
             assert call.params["text"] == "started now" and call.params["chat_id"] == USER
             buffer = io.BytesIO()
             Image.new("RGB", (300, 200), "green").save(buffer, "PNG")
-            photo = botapi_bot.inject_photo(USER, buffer.getvalue())["message"]
+            photo = botapi_bot.inject_photo(USER, buffer.getvalue())
             call = await botapi_bot.wait_for_call("sendDocument")
             assert call.files["document"].data == botapi_bot.file_bytes(photo["photo"][-1]["file_id"])
             assert call.result["reply_to_message"]["message_id"] == photo["message_id"]
