@@ -115,7 +115,7 @@ def main() -> int:
     deadline = Deadline(args.budget)
     runs = {False: [], True: []}
 
-    scratch = runner.scratch_directory("courier-startup-")
+    scratch = runner.scratch_directory("comfyui-startup-")
     try:
         bases = {False: scratch / "without-pack", True: scratch / "with-pack"}
         for with_pack in (False, True):
