@@ -70,6 +70,7 @@ class PrivateNetwork:
         self.attempt_timeout = attempt_timeout
         self.nodes: list[Node] = []
         self.bringup_s: float | None = None
+        self.phases: dict[str, float] = {}  # seconds per bring-up phase, for benchmarks
 
     async def __aenter__(self) -> "PrivateNetwork":
         await self.start()
@@ -160,18 +161,28 @@ class PrivateNetwork:
             if role == "authority":
                 node.dir_port = next(ports)
             self.nodes.append(node)
-        authorities = [n for n in self.nodes if n.role == "authority"]
-        await asyncio.gather(*(self._make_authority_keys(n) for n in authorities))
-        await asyncio.gather(*(self._read_fingerprint(n) for n in self.nodes if n.role in ("authority", "exit")))
+        self.phases = {}
+        began = time.monotonic()
+
+        def phase(name: str) -> None:
+            nonlocal began
+            self.phases[name] = time.monotonic() - began
+            began = time.monotonic()
+
+        await asyncio.gather(*(self._make_authority_keys(n) for n in self.nodes if n.role == "authority"),
+                             *(self._read_fingerprint(n) for n in self.nodes if n.role in ("authority", "exit")))
+        phase("keys")
         for node in self.nodes:
             node.torrc.write_text(render_torrc(self._options(node)))
         for node in self.nodes:
             if node.role != "client":
                 self._launch(node)
         await self._wait(self._consensus_complete, "consensus listing every relay")
+        phase("consensus")
         self._launch(self.client)
         await self._wait(lambda: "Bootstrapped 100%" in self.client.log.read_text(errors="replace"),
                          "client bootstrap 100%")
+        phase("client_bootstrap")
 
     async def _wait(self, ready, what: str) -> None:
         while True:
@@ -202,7 +213,7 @@ class PrivateNetwork:
 
     async def _make_authority_keys(self, node: Node) -> None:
         keys = node.dir / "keys"
-        keys.mkdir(mode=0o700)
+        keys.mkdir(mode=0o700, exist_ok=True)
         await asyncio.to_thread(
             subprocess.run,
             [str(self.gencert), "--create-identity-key", "--passphrase-fd", "0", "-m", "12",
