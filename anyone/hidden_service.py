@@ -14,15 +14,18 @@ on and no client we refuse to publish at all.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import io
 import ipaddress
 import re
 import secrets
 import shutil
+import sys
 from pathlib import Path
 
 from .errors import ClientAuthError
+from .install import default_dir
 from .process import Options
 
 ADDRESS = re.compile(r"^[a-z2-7]{56}\.anon$")
@@ -118,7 +121,7 @@ def exposure_warning(listen: str) -> str | None:
 class HiddenService:
     """Files and torrc lines of the persistent hidden service that fronts ``target`` (host:port)."""
 
-    def __init__(self, anyone_dir: Path, target: str, *, client_auth: bool):
+    def __init__(self, anyone_dir: Path, target: str = "", *, client_auth: bool):
         self.dir = Path(anyone_dir) / "hs"
         self.clients_dir = Path(anyone_dir) / "clients"
         self.target = target
@@ -173,3 +176,37 @@ class HiddenService:
             return False
         path.unlink()
         return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``anyone-client add NAME | remove NAME | list``: manage who may reach the hidden service."""
+    parser = argparse.ArgumentParser(prog="anyone-client",
+                                     description="Client authorization for ComfyUI's hidden service")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="Courier's data directory (default: the one install-anon uses)")
+    actions = parser.add_subparsers(dest="action", required=True)
+    actions.add_parser("add", help="authorize a new client; prints its secret line").add_argument("name")
+    actions.add_parser("remove", help="revoke a client").add_argument("name")
+    actions.add_parser("list", help="list authorized clients")
+    args = parser.parse_args(argv)
+    data_dir = args.data_dir or default_dir().parent
+    service = HiddenService(data_dir / "anyone", client_auth=True)
+    if args.action == "list":
+        print("\n".join(service.clients()))
+        return 0
+    if args.action == "remove":
+        if not service.remove_client(args.name):
+            print(f"anyone-client: no client named {args.name!r}", file=sys.stderr)
+            return 1
+        print("Revoked; restart ComfyUI to apply.", file=sys.stderr)
+        return 0
+    try:
+        line = service.add_client(args.name)
+    except ClientAuthError as exc:
+        print(f"anyone-client: {exc}", file=sys.stderr)
+        return 1
+    print(line)
+    print(f"Keep this line secret. On the client, save it as {args.name}.auth_private in its "
+          "ClientOnionAuthDir (for a Courier bot: <its data dir>/anyone/client_auth/). "
+          "Here, set COURIER_ANYONE_CLIENT_AUTH=1 and restart ComfyUI to apply.", file=sys.stderr)
+    return 0

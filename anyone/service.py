@@ -45,9 +45,11 @@ class AnyoneService:
         self.hidden_service: HiddenService | None = None
         if local_backend:
             parts = urlsplit(local_backend)
-            self.hidden_service = HiddenService(self.dir, f"{parts.hostname}:{parts.port or 80}",
+            host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+            self.hidden_service = HiddenService(self.dir, f"{host}:{parts.port or 80}",
                                                 client_auth=settings.anyone_client_auth)
         self.process: AnonProcess | None = None
+        self.warning: str | None = None
         self._state = {"state": "off", "reason": "not started", "bootstrap": 0}
         self._announce: asyncio.Task | None = None
 
@@ -74,6 +76,8 @@ class AnyoneService:
         if self.hidden_service is not None:
             report["onion_address"] = self.onion_address
             report["client_auth"] = self.settings.anyone_client_auth
+        if self.warning:
+            report["warning"] = self.warning
         return report
 
     async def start(self) -> None:
@@ -91,8 +95,10 @@ class AnyoneService:
                                          "`python <pack folder> install-anon` or set COURIER_ANON_BINARY")
         options = [("ClientOnionAuthDir", str(self._client_auth_dir())), *self.network_options]
         if self.hidden_service is not None:
-            if self.listen and (warning := exposure_warning(self.listen)):
-                log.warning("Courier: %s", warning)
+            if self.listen is not None:
+                self.warning = exposure_warning(self.listen)
+                if self.warning:
+                    log.warning("Courier: %s", self.warning)
             try:
                 options += self.hidden_service.prepare()
             except (ClientAuthError, OSError) as exc:

@@ -84,3 +84,19 @@ def test_exposure_warning(listen, exposed):
     assert (warning is not None) == exposed
     if exposed:
         assert "--listen 127.0.0.1" in warning
+
+
+def test_anyone_client_command(tmp_path, capsys):
+    from comfyui_courier.anyone.hidden_service import main
+
+    assert main(["--data-dir", str(tmp_path), "add", "phone"]) == 1
+    assert "no address yet" in capsys.readouterr().err
+    (tmp_path / "anyone" / "hs").mkdir(parents=True)
+    (tmp_path / "anyone" / "hs" / "hostname").write_text(ADDRESS)
+    assert main(["--data-dir", str(tmp_path), "add", "phone"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(ADDRESS.removesuffix(".anon") + ":descriptor:x25519:") and "secret" in err
+    assert main(["--data-dir", str(tmp_path), "list"]) == 0
+    assert capsys.readouterr().out.split() == ["phone"]
+    assert main(["--data-dir", str(tmp_path), "remove", "phone"]) == 0
+    assert main(["--data-dir", str(tmp_path), "remove", "phone"]) == 1
