@@ -91,6 +91,11 @@ async def test_client_authorization(anyone_service_factory, fake_comfyui, tmp_pa
     bot = await anyone_service_factory(data_dir=tmp_path / "bot")
     assert (await get_stats(url, bot.socks_url))["system"]["comfyui_version"] == "fake"
 
+    late_line = await service.add_client("late")  # authorized while running: anon reloads
+    write_client_credential(tmp_path / "late" / "anyone" / "client_auth", "comfy", late_line)
+    late = await anyone_service_factory(data_dir=tmp_path / "late")
+    assert (await get_stats(url, late.socks_url))["system"]["comfyui_version"] == "fake"
+
 
 async def test_killed_anon_is_restarted_and_keeps_its_address(anyone_privnet, anyone_service_factory, fake_comfyui):
     backend, _ = fake_comfyui

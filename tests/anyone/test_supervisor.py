@@ -46,6 +46,8 @@ async def test_start_returns_at_once_and_reports_progress(anon):
     await until(lambda: anon.controller is not None, 30, "control connection")
     await until(lambda: anon.reason.startswith("bootstrapping"), 5, "bootstrap report")
     assert anon.health() == {"state": "starting", "reason": anon.reason, "bootstrap": 0, "restarts": 0}
+    await anon.reload()  # SIGNAL RELOAD is accepted and anon keeps running
+    assert anon.controller is not None and anon.pid is not None
 
 
 async def test_killed_anon_is_detected_and_restarted(anon):
