@@ -13,6 +13,7 @@ import copy
 from dataclasses import dataclass
 
 AUTO = "auto"
+NODE_ID = "CourierDeviceAssign"  # the node's id, for reading API prompts
 
 
 class DeviceUnavailable(ValueError):
@@ -97,3 +98,10 @@ def place_vae(vae, device):
     clone.patcher = place_model(vae.patcher, device)
     clone.device = device
     return clone
+
+
+def assigned_devices(prompt: dict) -> list[str]:
+    """Devices the Device Assign nodes of an API prompt choose (``auto`` left out)."""
+    chosen = (node.get("inputs", {}).get("device", AUTO) for node in prompt.values()
+              if node.get("class_type") == NODE_ID)
+    return [device for device in chosen if isinstance(device, str) and device != AUTO]

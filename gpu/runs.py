@@ -88,7 +88,7 @@ def build_run(session: Session, device: str, versions: dict) -> BenchmarkRun:
         extra={
             "session": session.id,
             "memory_kind": measured[-1].memory_kind,
-            "devices": sorted({d for r in measured for d in r.devices}),
+            "devices": list(dict.fromkeys(d for r in measured for d in r.devices)),
             "python": versions.get("python", ""),
             "missing_runs": session.missing(),
             "cached_nodes": sorted({n for r in measured for n in r.cached}),

@@ -84,7 +84,7 @@ def close_session(session_id: str) -> None:
 
 
 def run_of(prompt: dict, node_id: str) -> tuple[str, int] | None:
-    """(session id, run index) if this prompt is a queued copy, None for the user's own run."""
+    """(session id, run index) if this prompt is a run made for a session, None for the user's own."""
     tag = prompt.get(node_id, {}).get("inputs", {}).get(RUN_KEY)
     if not isinstance(tag, str) or "/" not in tag:
         return None
@@ -93,25 +93,26 @@ def run_of(prompt: dict, node_id: str) -> tuple[str, int] | None:
 
 
 def queued_prompts(prompt: dict, benchmark_node_id: str, session: Session) -> list[dict]:
-    """What run 0 queues: runs 1 … total-1, then the report run (see the module docstring)."""
-    runs = [_tagged(prompt, benchmark_node_id, session.id, run, run)
-            for run in range(1, session.total_runs)]
-    report = _tagged(prompt, benchmark_node_id, session.id, session.report_run, session.total_runs - 1)
-    return runs + [report]
+    """What the user's run queues: runs 1 … total-1, then the report run."""
+    return [prompt_for_run(prompt, benchmark_node_id, session, run)
+            for run in range(1, session.report_run + 1)]
 
 
-def _tagged(prompt: dict, benchmark_node_id: str, session_id: str, run: int, data_run: int) -> dict:
-    """A copy where the Benchmark node is marked ``run`` and the computing nodes ``data_run``.
+def prompt_for_run(prompt: dict, benchmark_node_id: str, session: Session, run: int) -> dict:
+    """The API prompt of one run of the session (see the module docstring).
 
-    Run 0 is the user's own prompt, whose nodes carry no key.
+    The Benchmark node is marked with ``run``; the computing nodes with the run
+    whose results they produce: the report run reuses the last run's, and run
+    0's carry no key, as in the user's own prompt.
     """
+    data_run = min(run, session.total_runs - 1)
     tagged = copy.deepcopy(prompt)
     for node_id, node in tagged.items():
         inputs = node.setdefault("inputs", {})
         if node_id == benchmark_node_id:
-            inputs[RUN_KEY] = f"{session_id}/{run}"
+            inputs[RUN_KEY] = f"{session.id}/{run}"
         elif data_run > 0 and any(is_link(value) for value in inputs.values()):
-            inputs[RUN_KEY] = f"{session_id}/{data_run}"
+            inputs[RUN_KEY] = f"{session.id}/{data_run}"
     return tagged
 
 

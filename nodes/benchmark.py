@@ -12,7 +12,7 @@ import logging
 import socket
 import time
 
-from ..gpu import machine, report, session, storage
+from ..gpu import devices, machine, report, session, storage
 from ..gpu.recorder import RunRecorder, RunResult
 from ..gpu.runs import build_run
 
@@ -75,11 +75,11 @@ class Benchmark:
         if run == bench.report_run:
             session.close_session(bench.id)
             return await _finish(bench)
-        result = await _measure_run(unique_id)
+        result = await _measure_run(unique_id, prompt)
         bench.runs[run] = result
         log.info("Courier benchmark %s: run %d/%d %.3f s%s", bench.id, run + 1, bench.total_runs,
                  result.total_s, " (warm-up)" if bench.is_warmup(run) else "")
-        if run == 0:
+        if queued_copy is None:
             await _queue_runs(prompt, unique_id, bench, extra_pnginfo)
         return (ExecutionBlocker(None), ExecutionBlocker(None))  # the report run outputs
 
@@ -90,7 +90,7 @@ def _show_progress(node_id: str, run: int, total: int) -> None:
     comfy.utils.ProgressBar(total, node_id=node_id).update_absolute(run, total)
 
 
-async def _measure_run(node_id: str) -> RunResult:
+async def _measure_run(node_id: str, prompt: dict) -> RunResult:
     """Time this prompt from now until its other nodes are done."""
     from comfy_execution.progress import add_progress_handler, get_progress_state
     from comfy_execution.utils import get_executing_context
@@ -106,8 +106,8 @@ async def _measure_run(node_id: str) -> RunResult:
         get_progress_state().unregister_handler(recorder.name)
     total = time.perf_counter() - started
     peaks = memory.stop()
-    devices = _devices_in_use()
-    cuda_peaks = [peaks["cuda"][d.index or 0] for d in devices
+    used = _devices(prompt)
+    cuda_peaks = [peaks["cuda"][d.index or 0] for d in used
                   if d.type == "cuda" and (d.index or 0) in peaks["cuda"]]
     context = get_executing_context()
     return RunResult(
@@ -115,15 +115,16 @@ async def _measure_run(node_id: str) -> RunResult:
         ran_before=recorder.ran_before,
         peak_memory_bytes=max(cuda_peaks) if cuda_peaks else peaks["rss"],
         memory_kind="cuda" if cuda_peaks else f"rss since {peaks['rss_since']}",
-        devices=[str(d) for d in devices], prompt_id=context.prompt_id if context else "")
+        devices=[str(d) for d in used], prompt_id=context.prompt_id if context else "")
 
 
-def _devices_in_use() -> list:
-    """Load devices of the models loaded now, else ComfyUI's main device."""
+def _devices(prompt: dict) -> list:
+    """ComfyUI's main device, then those the workflow's Device Assign nodes chose."""
     import comfy.model_management as mm
+    import torch
 
-    devices = {m.load_device for m in mm.loaded_models()}
-    return sorted(devices, key=str) or [mm.get_torch_device()]
+    found = [mm.get_torch_device()] + [torch.device(d) for d in devices.assigned_devices(prompt)]
+    return list(dict.fromkeys(found))
 
 
 async def _queue_runs(prompt: dict, node_id: str, bench: session.Session, extra_pnginfo) -> None:
@@ -156,8 +157,8 @@ async def _finish(bench: session.Session) -> tuple:
     import numpy as np
     import torch
 
-    devices = sorted({d for r in bench.measured() for d in r.devices})
-    run = build_run(bench, " + ".join(machine.device_name(d) for d in devices), machine.versions())
+    used = dict.fromkeys(d for r in bench.measured() for d in r.devices)
+    run = build_run(bench, " + ".join(machine.device_name(d) for d in used), machine.versions())
     text = report.benchmark_report(run)
     if bench.save:
         text += "\n" + await _save(run)

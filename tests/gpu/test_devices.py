@@ -129,3 +129,14 @@ def test_node_lists_cpu_and_validates_with_a_readable_message():
 def test_node_refuses_a_missing_device_when_called_directly():
     with pytest.raises(DeviceUnavailable):
         DeviceAssign().assign("cuda:99", model=StandInPatcher("cpu", "cpu"))
+
+
+def test_devices_chosen_in_a_workflow_are_read_from_its_prompt():
+    prompt = {
+        "1": {"class_type": DeviceAssign.NODE_ID, "inputs": {"device": "cuda:1", "vae": ["2", 0]}},
+        "2": {"class_type": DeviceAssign.NODE_ID, "inputs": {"device": "auto"}},
+        "3": {"class_type": DeviceAssign.NODE_ID, "inputs": {"device": "cpu"}},
+        "4": {"class_type": "KSampler", "inputs": {"device": "cuda:7"}},
+    }
+    assert devices.NODE_ID == DeviceAssign.NODE_ID
+    assert devices.assigned_devices(prompt) == ["cuda:1", "cpu"]

@@ -82,3 +82,10 @@ def test_runners_can_add_the_benchmark_node_to_a_stored_workflow():
 def test_foreign_values_are_not_mistaken_for_a_run(value):
     prompt = {"9": {"class_type": "CourierBenchmark", "inputs": {RUN_KEY: value}}}
     assert session.run_of(prompt, "9") is None
+
+
+def test_run_zero_made_for_a_session_matches_the_users_prompt_but_for_the_mark():
+    bench = session.open_session("wf", "host", repeats=2, warmup=1)
+    run0 = session.prompt_for_run(PROMPT, "9", bench, 0)
+    assert session.run_of(run0, "9") == (bench.id, 0)
+    assert {k: v for k, v in run0.items() if k != "9"} == {k: v for k, v in PROMPT.items() if k != "9"}

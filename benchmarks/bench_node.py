@@ -1,0 +1,339 @@
+"""The Benchmark node against ComfyUI's own clock: its overhead, and how well it agrees.
+
+    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/bench_node.py [--repeats 5] [--pairs 12]
+
+Starts a real ComfyUI (``--cpu`` unless ``--gpu``) with the pack and runs a
+weight-free workflow made of built-in nodes: an image is blurred, sharpened,
+and goes through the ``pixel_space`` VAE (ComfyUI's weight-free VAE) placed
+by Device Assign, with a tiled decode (which reports progress, so it/s
+shows), then a preview.
+
+- ``bench_vs_comfy_time_pct``: one Benchmark session (warm-up + ``--repeats``);
+  each measured run's time as the node reports it (ComfyUI's log line
+  "Courier benchmark …: run k/N t s") against ComfyUI's own "Prompt executed
+  in" line of that prompt. The largest difference, in percent; the log prints
+  two decimals, so runs of a second or more keep the rounding below 0.5 %.
+- ``bench_node_overhead_pct``: what a measured run pays for the node, over
+  that workflow's median run. Run-to-run noise on a shared machine (±15 %
+  here) hides a 1 % effect in whole runs, so the cost is measured apart: a
+  second process runs ComfyUI's own executor (``PromptExecutor``, as
+  ``main.py`` does, without the HTTP server) on a small copy of the workflow,
+  alternating plain runs (made to recompute the way the node does it) with
+  measured Benchmark runs, a few hundred pairs timed by ``perf_counter``.
+  The median paired difference is the node's cost per run
+  (``bench_node_overhead_ms``; ``bench_node_overhead_small_pct`` is it over
+  the small runs, a harsher ratio).
+
+Also prints the node's report (stderr) and checks that the run was stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+
+from _common import REPO_ROOT, Deadline, comfyui_dir_or_exit, figure, load_runner, note, write_figures
+
+RUN_KEY = "courier_benchmark_run"  # gpu/session.py: the key the Benchmark node tags its runs with
+PLAIN_KEY = "bench_node_run"  # the same trick for the plain runs
+BENCH = "20"
+
+
+def workflow(device: str, size: int, benchmark: dict | None) -> dict:
+    prompt = {
+        "1": {"class_type": "EmptyImage", "inputs": {"width": size, "height": size, "batch_size": 1,
+                                                      "color": 0x336699}},
+        # blur before the VAE: on a CPU, conv2d on the decoder's channels-last output is ~40x slower
+        "2": {"class_type": "ImageBlur", "inputs": {"image": ["1", 0], "blur_radius": 15, "sigma": 4.0}},
+        "3": {"class_type": "ImageSharpen", "inputs": {"image": ["2", 0], "sharpen_radius": 2,
+                                                       "sigma": 1.0, "alpha": 1.0}},
+        "4": {"class_type": "VAELoader", "inputs": {"vae_name": "pixel_space"}},
+        "5": {"class_type": "CourierDeviceAssign", "inputs": {"device": device, "vae": ["4", 0]}},
+        "6": {"class_type": "VAEEncode", "inputs": {"pixels": ["3", 0], "vae": ["5", 2]}},
+        "7": {"class_type": "VAEDecodeTiled", "inputs": {"samples": ["6", 0], "vae": ["5", 2],
+                                                         "tile_size": 256, "overlap": 32,
+                                                         "temporal_size": 64, "temporal_overlap": 8}},
+        "8": {"class_type": "ImageScale", "inputs": {"image": ["7", 0], "upscale_method": "area",
+                                                     "width": 64, "height": 64, "crop": "disabled"}},
+        "9": {"class_type": "PreviewImage", "inputs": {"images": ["8", 0]}},
+    }
+    if benchmark is not None:
+        prompt[BENCH] = {"class_type": "CourierBenchmark", "inputs": benchmark}
+        prompt["21"] = {"class_type": "PreviewAny", "inputs": {"source": [BENCH, 0]}}
+        prompt["22"] = {"class_type": "PreviewImage", "inputs": {"images": [BENCH, 1]}}
+    return prompt
+
+
+def plain_run(prompt: dict, tag: str) -> dict:
+    """The prompt with every node that has a linked input made to recompute."""
+    tagged = json.loads(json.dumps(prompt))
+    for node in tagged.values():
+        if any(isinstance(v, list) and len(v) == 2 for v in node["inputs"].values()):
+            node["inputs"][PLAIN_KEY] = tag
+    return tagged
+
+
+class Client:
+    def __init__(self, server):
+        self.server = server
+        self.client_id = uuid.uuid4().hex
+
+    def queue(self, prompt: dict) -> str:
+        body = json.dumps({"prompt": prompt, "client_id": self.client_id}).encode()
+        request = urllib.request.Request(self.server.url + "/prompt", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return json.loads(reply.read())["prompt_id"]
+
+    def wait_idle(self, timeout: float, quiet: float = 1.0) -> None:
+        """Until the queue has been empty for ``quiet`` seconds (sessions queue their own runs)."""
+        deadline = time.monotonic() + timeout
+        empty_since = None
+        while time.monotonic() < deadline:
+            queue = self.server.get_json("/queue")
+            if queue["queue_running"] or queue["queue_pending"]:
+                empty_since = None
+            elif empty_since is None:
+                empty_since = time.monotonic()
+            elif time.monotonic() - empty_since >= quiet:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"ComfyUI still busy after {timeout:.0f} s\n" + self.server.log_tail())
+
+    def history(self) -> dict:
+        return self.server.get_json("/history?max_items=100000")
+
+
+def comfy_seconds(entry: dict) -> float:
+    """ComfyUI's own time of one prompt: execution_start to execution_success (ms stamps)."""
+    stamps = {event: data["timestamp"] for event, data in entry["status"]["messages"]}
+    if "execution_success" not in stamps:
+        raise RuntimeError(f"prompt failed: {entry['status']}")
+    return (stamps["execution_success"] - stamps["execution_start"]) / 1000
+
+
+def run_index(entry: dict) -> int | None:
+    """Which run of its Benchmark session a history entry is (None: the user's run 0 or plain)."""
+    tag = entry["prompt"][2].get(BENCH, {}).get("inputs", {}).get(RUN_KEY)
+    return int(tag.rpartition("/")[2]) if tag else None
+
+
+def agreement(log: str, session_id: str) -> list[tuple[float, float]]:
+    """(node's seconds, ComfyUI's "Prompt executed in" seconds) for each measured run of a session."""
+    pairs, pending = [], None
+    for line in log.splitlines():
+        mine = re.search(rf"Courier benchmark {session_id}: run \d+/\d+ ([\d.]+) s(.*)$", line)
+        if mine:
+            pending = None if "warm-up" in mine.group(2) else float(mine.group(1))
+            continue
+        comfy = re.search(r"Prompt executed in ([\d.]+) seconds", line)
+        if comfy and pending is not None:
+            pairs.append((pending, float(comfy.group(1))))
+            pending = None
+    return pairs
+
+
+def report_of(history: dict) -> str:
+    texts = [out["text"][0] for entry in history.values() for node, out in entry["outputs"].items()
+             if node == "21" and "text" in out]
+    return texts[-1] if texts else ""
+
+
+def settle_database(server, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    state = "unknown"
+    while time.monotonic() < deadline:
+        try:
+            state = server.get_json("/courier/health", timeout=2)["components"]["database"]["state"]
+        except (AssertionError, OSError, KeyError, ValueError):
+            pass
+        if state in ("ok", "error"):
+            break
+        time.sleep(0.2)
+    return state
+
+
+class InProcessComfyUI:
+    """ComfyUI's executor in this process, driven as main.py drives it, with no HTTP server.
+
+    Needs ComfyUI's Python (its packages) and the ComfyUI folder; the pack is
+    loaded the way ComfyUI loads custom nodes. The GPU check uses it too.
+    """
+
+    @classmethod
+    async def start(cls, comfyui_dir: str, cpu: bool) -> "InProcessComfyUI":
+        base = tempfile.mkdtemp(prefix="courier-in-process-")  # previews go here, not into ComfyUI
+        sys.path.insert(0, str(comfyui_dir))
+        sys.argv = [sys.argv[0], "--base-directory", base] + (["--cpu"] if cpu else [])
+        import comfy.options
+
+        comfy.options.enable_args_parsing()  # ComfyUI reads its flags from sys.argv on import
+        import utils.extra_config  # noqa: F401 - first, as in main.py: later imports shadow `utils`
+        import comfy.utils
+        import execution
+        import nodes
+        from comfy_execution.progress import get_progress_state
+        from comfy_execution.utils import get_executing_context
+
+        await nodes.init_extra_nodes(init_custom_nodes=False, init_api_nodes=False)
+        if not await nodes.load_custom_node(str(REPO_ROOT)):
+            raise RuntimeError(f"the pack at {REPO_ROOT} did not load")
+
+        def progress_hook(value, total, preview, prompt_id=None, node_id=None):  # main.py's, unsent
+            context = get_executing_context()
+            if node_id is None and context is not None:
+                node_id = context.node_id
+            get_progress_state().update_progress(node_id, value, total, preview)
+
+        comfy.utils.set_progress_bar_global_hook(progress_hook)
+        return cls(nodes, execution.PromptExecutor(_NoClients(), cache_type=execution.CacheType.CLASSIC))
+
+    def __init__(self, nodes, executor):
+        self.nodes = nodes
+        self.executor = executor
+
+    def pack(self, module: str):
+        """A module of the loaded pack, e.g. ``pack("gpu.session")``."""
+        return sys.modules[str(REPO_ROOT).replace(".", "_x_") + "." + module]
+
+    async def run(self, prompt: dict) -> float:
+        """Execute one prompt; ComfyUI's "Prompt executed in" seconds (perf_counter around it)."""
+        outputs = [node_id for node_id, node in prompt.items()
+                   if getattr(self.nodes.NODE_CLASS_MAPPINGS[node["class_type"]], "OUTPUT_NODE", False)]
+        began = time.perf_counter()
+        await self.executor.execute_async(prompt, uuid.uuid4().hex, {}, outputs)
+        seconds = time.perf_counter() - began
+        if not self.executor.success:
+            raise RuntimeError(f"prompt failed: {self.executor.status_messages[-1:]}")
+        return seconds
+
+    def ui(self) -> dict:
+        """What the last prompt's output nodes showed, by node id."""
+        return self.executor.history_result["outputs"]
+
+
+class _NoClients:
+    """What the executor asks of PromptServer when no client is connected."""
+
+    client_id = None
+    last_node_id = None
+    sockets_metadata: dict = {}
+
+    def send_sync(self, event, data, sid=None):
+        pass
+
+
+async def measure_overhead(comfy: InProcessComfyUI, device: str, size: int, pairs: int) -> dict:
+    """Plain and measured runs in turn; the median paired difference is the node's cost."""
+    session = comfy.pack("gpu.session")
+    warm = 5
+    # one more run than measured here: the session's last would be its report run
+    bench = session.open_session("overhead", "in-process", repeats=warm + pairs + 1, warmup=0, save=False)
+    prompt = workflow(device, size, {"repeats": 1, "warmup": 0})
+    differences, plain_s = [], []
+    for i in range(warm + pairs):
+        plain = plain_run(workflow(device, size, None), str(i))
+        measured = session.prompt_for_run(prompt, BENCH, bench, i + 1)  # a run the node measures
+        if i % 2 == 0:
+            without, with_node = await comfy.run(plain), await comfy.run(measured)
+        else:
+            with_node, without = await comfy.run(measured), await comfy.run(plain)
+        if i >= warm:
+            differences.append(with_node - without)
+            plain_s.append(without)
+    session.close_session(bench.id)
+    q1, median, q3 = statistics.quantiles(differences, n=4)
+    return {"pairs": pairs, "plain_median_s": statistics.median(plain_s), "overhead_s": median,
+            "overhead_q1_s": q1, "overhead_q3_s": q3}
+
+
+async def overhead_worker(comfyui_dir: str, cpu: bool, device: str, size: int, pairs: int) -> dict:
+    return await measure_overhead(await InProcessComfyUI.start(comfyui_dir, cpu), device, size, pairs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="measured runs per session (default 5)")
+    parser.add_argument("--pairs", type=int, default=300, help="overhead pairs (default 300)")
+    parser.add_argument("--small-size", type=int, default=256, help="image side for the overhead runs")
+    parser.add_argument("--overhead-worker", help=argparse.SUPPRESS)  # JSON; run by this script
+    parser.add_argument("--size", type=int, default=1536, help="image side in pixels (default 1536)")
+    parser.add_argument("--gpu", action="store_true", help="run ComfyUI on its GPU (no --cpu)")
+    parser.add_argument("--device", default="cpu", help="Device Assign's choice (default cpu)")
+    parser.add_argument("--budget", type=float, default=540, help="total seconds allowed (default 540)")
+    parser.add_argument("--out", default=str(REPO_ROOT / "artifacts" / "benchmarks" / "bench_node.json"),
+                        help="also write the figures here as JSON")
+    args = parser.parse_args()
+    if args.overhead_worker:
+        print(json.dumps(asyncio.run(overhead_worker(**json.loads(args.overhead_worker)))))
+        return 0
+    comfyui_dir = comfyui_dir_or_exit()
+    runner = load_runner()
+    deadline = Deadline(args.budget)
+
+    class Server(runner.ComfyUIProcess):
+        def command(self):
+            command = super().command()
+            return [part for part in command if part != "--cpu"] if args.gpu else command
+
+    scratch = runner.scratch_directory("courier-bench-node-")
+    server = Server(comfyui_dir, scratch / "comfyui")
+    try:
+        server.start()
+        note(f"ComfyUI ready in {server.ready_seconds:.1f} s; database: "
+             f"{settle_database(server, min(60, deadline.remaining()))}")
+        client = Client(server)
+        session_inputs = {"repeats": args.repeats, "warmup": 1, "workflow_name": "bench_node weight-free",
+                          "host": "", "save": True}
+
+        # 1. one session: the node's times against "Prompt executed in"
+        client.queue(workflow(args.device, args.size, session_inputs))
+        client.wait_idle(deadline.remaining())
+        history = client.history()
+        text = report_of(history)
+        note(text)
+        session_id = re.search(r"Courier benchmark (\w+): run 1/", server.log_text()).group(1)
+        pairs = agreement(server.log_text(), session_id)
+        if len(pairs) != args.repeats:
+            raise RuntimeError(f"expected {args.repeats} measured runs in the log, found {len(pairs)}")
+        differences = [abs(mine - comfy) / comfy * 100 for mine, comfy in pairs]
+        note("node vs Prompt executed in: " + ", ".join(f"{m:.3f}/{c:.2f}" for m, c in pairs))
+        figure("bench_vs_comfy_time_pct", max(differences), "%")
+        figure("bench_vs_comfy_time_mean_pct", statistics.mean(differences), "%")
+        figure("bench_run_stored", int("stored as benchmark run" in text), "bool")
+
+        # 2. overhead, measured apart from the server (see the module docstring)
+        full_median = statistics.median(mine for mine, _ in pairs)
+        worker = subprocess.run(
+            [runner.comfyui_python(comfyui_dir), __file__, "--overhead-worker", json.dumps(
+                {"comfyui_dir": str(comfyui_dir), "cpu": not args.gpu, "device": args.device,
+                 "size": args.small_size, "pairs": args.pairs})],
+            capture_output=True, text=True, timeout=max(60, deadline.remaining()))
+        if worker.returncode != 0:
+            raise RuntimeError("overhead worker failed:\n" + worker.stderr[-4000:])
+        cost = json.loads(worker.stdout.strip().splitlines()[-1])
+        note(f"overhead worker: {cost['pairs']} pairs of {args.small_size}px runs, plain median "
+             f"{cost['plain_median_s'] * 1000:.2f} ms, node cost {cost['overhead_s'] * 1000:.3f} ms "
+             f"(interquartile {cost['overhead_q1_s'] * 1000:.3f} … {cost['overhead_q3_s'] * 1000:.3f} ms)")
+        figure("bench_node_overhead_pct", cost["overhead_s"] / full_median * 100, "%")
+        figure("bench_node_overhead_ms", cost["overhead_s"] * 1000, "ms")
+        figure("bench_node_overhead_small_pct", cost["overhead_s"] / cost["plain_median_s"] * 100, "%")
+        figure("bench_workflow_median_s", full_median, "s")
+    finally:
+        server.stop()
+        server.kill_leftovers()
+    write_figures(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
