@@ -15,6 +15,7 @@ MUTED = (134, 142, 150)
 OLD = (173, 181, 189)
 NEW = (34, 139, 230)
 MAX_NODE_BARS = 8
+MAX_NODE_LINES = 20
 
 
 def format_bytes(count: int | None) -> str:
@@ -51,10 +52,13 @@ def benchmark_report(run: BenchmarkRun) -> str:
         lines.append("ran before the Benchmark node, not timed: " + ", ".join(run.extra["untimed_nodes"]))
     lines.append("")
     lines.append("nodes (mean per run, slowest first):")
-    for node in slowest_nodes(run.per_node):
+    nodes = slowest_nodes(run.per_node)
+    for node in nodes[:MAX_NODE_LINES]:
         rate = f" · {node['it_per_s']:.2f} it/s" if node.get("it_per_s") else ""
         lines.append(f"  #{node['node_id']} {node['title']}: {node['mean_s']:.3f} s "
                      f"({node['share'] * 100:.1f} %){rate}")
+    if len(nodes) > MAX_NODE_LINES:
+        lines.append(f"  … and {len(nodes) - MAX_NODE_LINES} faster nodes")
     lines.append("")
     lines.append("runs (s): " + ", ".join(f"{t:.3f}" for t in run.wall_s))
     return "\n".join(lines)

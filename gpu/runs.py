@@ -70,7 +70,7 @@ def build_run(session: Session, device: str, versions: dict) -> BenchmarkRun:
     """The row for a finished session; ``device`` names what the runs computed on."""
     measured = session.measured()
     if not measured:
-        raise ValueError("no measured run completed")
+        raise ValueError("no measured run of this benchmark finished (they failed or were interrupted)")
     wall = [r.total_s for r in measured]
     peaks = [r.peak_memory_bytes for r in measured if r.peak_memory_bytes is not None]
     return BenchmarkRun(

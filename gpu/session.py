@@ -86,10 +86,10 @@ def close_session(session_id: str) -> None:
 def run_of(prompt: dict, node_id: str) -> tuple[str, int] | None:
     """(session id, run index) if this prompt is a run made for a session, None for the user's own."""
     tag = prompt.get(node_id, {}).get("inputs", {}).get(RUN_KEY)
-    if not isinstance(tag, str) or "/" not in tag:
+    if not isinstance(tag, str):
         return None
     session_id, _, run = tag.rpartition("/")
-    return session_id, int(run)
+    return (session_id, int(run)) if session_id and run.isdigit() else None
 
 
 def queued_prompts(prompt: dict, benchmark_node_id: str, session: Session) -> list[dict]:

@@ -57,6 +57,8 @@ class Benchmark:
 
     async def measure(self, repeats, warmup, workflow_name="", host="", save=True,
                       prompt=None, unique_id=None, extra_pnginfo=None):
+        if sum(node.get("class_type") == self.NODE_ID for node in prompt.values()) > 1:
+            raise ValueError("one Benchmark node per workflow: each would queue its own runs")
         from comfy_execution.graph_utils import ExecutionBlocker
 
         queued_copy = session.run_of(prompt, unique_id)

@@ -79,3 +79,13 @@ def test_comparison_chart_draws_old_and_new_bars_per_workflow():
 def test_empty_comparison_still_renders():
     empty = compare.Table(compare.Side("A"), compare.Side("B"), ())
     assert report.comparison_chart(empty).size == (report.WIDTH, report.HEIGHT)
+
+
+def test_long_workflows_list_the_slowest_nodes_only():
+    run = sample_run()
+    run.per_node = {str(i): {"node_id": str(i), "class_type": "X", "title": "X", "runs": 1, "mean_s": i / 100,
+                             "median_s": i / 100, "share": 0.01, "steps": 0, "it_per_s": None}
+                    for i in range(30)}
+    lines = report.benchmark_report(run).splitlines()
+    assert "  #29 X: 0.290 s (1.0 %)" in lines and "  #9 X: 0.090 s (1.0 %)" not in lines
+    assert "  … and 10 faster nodes" in lines

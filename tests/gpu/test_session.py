@@ -78,7 +78,7 @@ def test_runners_can_add_the_benchmark_node_to_a_stored_workflow():
     assert prompt == {"courier-benchmark": {"class_type": "X", "inputs": {}}}
 
 
-@pytest.mark.parametrize("value", [None, 3, "no-slash", ["9", 0]])
+@pytest.mark.parametrize("value", [None, 3, "no-slash", "abc/x", "/3", ["9", 0]])
 def test_foreign_values_are_not_mistaken_for_a_run(value):
     prompt = {"9": {"class_type": "CourierBenchmark", "inputs": {RUN_KEY: value}}}
     assert session.run_of(prompt, "9") is None

@@ -1,0 +1,26 @@
+import math
+
+import pytest
+
+from comfyui_courier.gpu import session
+from comfyui_courier.nodes.benchmark import Benchmark
+
+
+def test_the_node_has_no_linked_inputs_so_it_starts_first():
+    inputs = Benchmark.INPUT_TYPES()
+    declared = {**inputs["required"], **inputs["optional"]}
+    assert all(spec[0] in ("INT", "STRING", "BOOLEAN") for spec in declared.values())
+    assert Benchmark.OUTPUT_NODE and Benchmark.RETURN_TYPES == ("STRING", "IMAGE")
+    assert Benchmark.NODE_ID == "CourierBenchmark" == session.with_benchmark_node({}, 1, 0, "w")[
+        "courier-benchmark"]["class_type"]
+
+
+def test_every_queue_is_measured_anew():
+    assert math.isnan(Benchmark.IS_CHANGED(repeats=5, warmup=1))
+
+
+async def test_two_benchmark_nodes_in_one_workflow_are_refused():
+    prompt = {"1": {"class_type": "CourierBenchmark", "inputs": {}},
+              "2": {"class_type": "CourierBenchmark", "inputs": {}}}
+    with pytest.raises(ValueError, match="one Benchmark node per workflow"):
+        await Benchmark().measure(1, 0, prompt=prompt, unique_id="1")
