@@ -95,12 +95,6 @@ class RunRecorder:
     def reset(self) -> None:
         pass
 
-    def enable(self) -> None:
-        self.enabled = True
-
-    def disable(self) -> None:
-        self.enabled = False
-
     # -- for the Benchmark node -------------------------------------------
     def busy(self) -> bool:
         """Whether some other node has started and not finished."""
