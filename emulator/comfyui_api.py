@@ -152,7 +152,8 @@ def _preview_image(fake, images):
     return (), {"images": fake.save_images(images, prefix, "temp")}
 
 
-def _telegram_input(fake, command, prompt, seed, width, height, image="", chat_id="", user_id=""):
+def _telegram_input(fake, command, prompt, seed, width, height, image="", require_image=False, chat_id="",
+                    user_id=""):
     if image:
         picture = imaging.decode_image(fake.input_file(image), max_bytes=512 * 2**20)
     else:
@@ -883,6 +884,8 @@ class FakeComfyUI:
                     await self._steps(prompt_id, node_id, cid, progress_state)
                 if fail is not None and (fail_node_type is None or node["class_type"] == fail_node_type):
                     raise fail
+                if spec.run is None:
+                    raise RuntimeError(f"the fake ComfyUI cannot run {node['class_type']}: it needs model weights")
                 values[node_id], node_ui = spec.run(self, **kwargs)
                 self._cache[signatures[node_id]] = (values[node_id], node_ui)
                 if node_ui is not None:

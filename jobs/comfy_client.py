@@ -362,6 +362,8 @@ class ComfyClient:
             raise PromptRejected(reply)
         if status != 200 or not isinstance(reply, dict) or "prompt_id" not in reply:
             raise RequestFailed(f"POST /prompt: HTTP {status}", status, raw[:500].decode(errors="replace"))
+        if reply.get("node_errors"):  # some outputs failed validation; ComfyUI runs the others
+            log.warning("prompt %s queued without its invalid outputs: %s", reply["prompt_id"], reply["node_errors"])
         return str(reply["prompt_id"])
 
     async def queue(self) -> QueueState:
