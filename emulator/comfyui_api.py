@@ -430,9 +430,9 @@ class FakeComfyUI:
         """Act like a ComfyUI restart: the running prompt, the queue and the history are forgotten."""
         self._worker.cancel()
         await asyncio.gather(self._worker, return_exceptions=True)
-        await self.drop_websockets()
         self._reset_memory()
         self._worker = asyncio.create_task(self._work(), name="fake-comfyui-worker")
+        await self.drop_websockets()
 
     @property
     def prompts(self) -> list[dict]:

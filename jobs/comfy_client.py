@@ -237,6 +237,7 @@ class _Run:
     on_preview: PreviewCallback | None
     outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
     executed_nodes: list[str] = dataclasses.field(default_factory=list)
+    failure: ComfyError | None = None  # raised once the prompt has left the backend's queue
 
     @property
     def prompt_id(self) -> str:
@@ -439,8 +440,9 @@ class ComfyClient:
         The websocket opens before queueing: ComfyUI sends ``executing``/``executed``
         only to the queuing client. A dropped socket is reopened; while it cannot
         be, ``/queue`` and ``/history`` are polled. Outputs come from ``executed``
-        frames, confirmed by ``/history``. Cancelling this call leaves the prompt
-        on the backend: ``cancel(prompt_id)`` it.
+        frames, confirmed by ``/history``. It returns or raises once the prompt
+        has left the queue (its history is written). Cancelling this call leaves
+        the prompt on the backend: ``cancel(prompt_id)`` it.
 
         :raises PromptRejected, ExecutionFailed, Interrupted, PromptLost, BackendUnavailable:
         """
@@ -509,6 +511,8 @@ class ComfyClient:
         elif event.type == "executing":
             node = data.get("node")
             if node is None:
+                if run.failure is not None:
+                    raise run.failure
                 return True
             if node not in run.executed_nodes:
                 run.executed_nodes.append(node)
@@ -522,9 +526,9 @@ class ComfyClient:
         elif event.type == "executed":
             run.outputs[str(data.get("node"))] = data.get("output") or {}
         elif event.type == "execution_error":
-            raise ExecutionFailed(data)
+            run.failure = ExecutionFailed(data)
         elif event.type == "execution_interrupted":
-            raise Interrupted(data)
+            run.failure = Interrupted(data)
         return False
 
     async def _catch_up(self, run: _Run) -> bool:

@@ -204,8 +204,10 @@ async def test_node_exception_is_execution_failed(client):
     name = await client.upload_image(b"not an image", f"bad-{uuid.uuid4().hex}.png")
     workflow = {"1": {"class_type": "LoadImage", "inputs": {"image": name}},
                 "2": {"class_type": "SaveImage", "inputs": {"images": ["1", 0], "filename_prefix": "x"}}}
+    prompt_id = str(uuid.uuid4())
     with pytest.raises(ExecutionFailed) as info:
-        await client.run_prompt(workflow)
+        await client.run_prompt(workflow, prompt_id=prompt_id)
+    assert (await client.history(prompt_id)).status_str == "error"  # raised once ComfyUI was done with it
     assert (info.value.node_id, info.value.node_type) == ("1", "LoadImage")
     assert info.value.exception_type == "PIL.UnidentifiedImageError"
     assert describe_error(info.value).startswith("LoadImage (node 1) failed: cannot identify image file")
