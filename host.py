@@ -22,12 +22,13 @@ def attach(prompt_server) -> None:
     """Register routes and the service lifecycle on ComfyUI's PromptServer."""
     app: web.Application = prompt_server.app
     if app.router.frozen:
-        log.error("Courier: ComfyUI's router is already frozen; routes not added")
+        log.error("Courier: ComfyUI's router is already frozen; Courier is off")
         return
     courier = Courier.for_comfyui(*_comfyui_locations())
     app[COURIER] = courier
-    for table in ROUTE_TABLES:
-        app.router.add_routes(table)
+    for table in ROUTE_TABLES:  # ComfyUI serves its route table under / and /api/ (the frontend uses /api)
+        for route in table:
+            prompt_server.routes.route(route.method, route.path, **route.kwargs)(route.handler)
     app.cleanup_ctx.append(_courier_lifecycle)
 
 

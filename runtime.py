@@ -57,6 +57,11 @@ class Courier:
             return
         self._boot_task = asyncio.create_task(self._boot(), name="courier-boot")
 
+    async def booted(self) -> None:
+        """Wait until the boot task has finished (whatever each service's outcome)."""
+        if self._boot_task is not None:
+            await asyncio.shield(self._boot_task)
+
     async def _boot(self) -> None:
         from .store import Store, StoreError
 
@@ -67,7 +72,7 @@ class Courier:
             self.health.set("anyone", "off", "COURIER_ANYONE is not enabled")
         self.health.set("database", "starting", "opening PostgreSQL")
         try:
-            self.store = await Store.open(settings, self.data_dir / "postgres")
+            self.store = await Store.open(settings, self.data_dir)
         except StoreError as exc:
             log.error("Courier database: %s", exc)
             self.health.set("database", "error", str(exc))
@@ -105,12 +110,12 @@ class Courier:
         if self._boot_task is not None and not self._boot_task.done():
             self._boot_task.cancel()
             await asyncio.gather(self._boot_task, return_exceptions=True)
-        for service in (self.dispatcher, self.bot, self.anyone, self.store):
-            if service is not None:
-                try:
-                    await service.close() if service is self.store else await service.stop()
-                except Exception:  # teardown continues with the other services
-                    log.exception("Courier: stopping %s failed", type(service).__name__)
+        stops = [s.stop for s in (self.dispatcher, self.bot, self.anyone) if s is not None]
+        for stop in stops + ([self.store.close] if self.store is not None else []):
+            try:
+                await stop()
+            except Exception:  # teardown goes on with the other services
+                log.exception("Courier: stopping %s failed", stop.__self__.__class__.__name__)
 
     def health_report(self) -> dict:
         return {"version": __version__, "components": self.health.report()}

@@ -53,26 +53,26 @@ async def help_command(update: Update, context: CourierContext) -> None:
 
 async def status(update: Update, context: CourierContext) -> None:
     """Show the user's queued and running jobs."""
-    mine = await jobs.list_user_jobs(context.pool, update.effective_user.id)
+    mine = await jobs.list_queue(context.pool, user_id=update.effective_user.id)
     if not mine:
         await update.effective_message.reply_text(context.t(update, "status_none"))
         return
     lines = []
     for job in mine:
         state = (context.t(update, "state_running") if job.status == "running"
-                 else context.t(update, "state_queued", position=await jobs.queue_position(context.pool, job.id)))
+                 else context.t(update, "state_queued", position=job.position))
         lines.append(context.t(update, "status_line", id=job.id, command=job.command, state=state))
     await update.effective_message.reply_text("\n".join(lines))
 
 
 async def cancel(update: Update, context: CourierContext) -> None:
     """Cancel the user's queued jobs and interrupt the running ones."""
-    cancelled, running = await jobs.cancel_user_jobs(context.pool, update.effective_user.id)
+    cancelled = await jobs.cancel_user_jobs(context.pool, update.effective_user.id)
     dispatcher = context.bot_data.dispatcher
-    for job in running:
+    for job in cancelled.running:
         if dispatcher is not None:
             await dispatcher.interrupt(job.id)
-    count = len(cancelled) + len(running)
+    count = len(cancelled.queued) + len(cancelled.running)
     key = "cancelled" if count else "nothing_to_cancel"
     await update.effective_message.reply_text(context.t(update, key, count=count))
 
@@ -123,13 +123,13 @@ async def run_command(update: Update, context: CourierContext) -> None:
         await message.reply_text(context.t(update, "too_many_jobs", count=pending))
         return
     await users.upsert_user(context.pool, user.id, user.username, user.first_name, user.language_code)
-    position = await jobs.count_queued(context.pool) + 1
-    status_message = await message.reply_text(context.t(update, "queued", name=request.name, position=position))
-    await jobs.enqueue(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
-                       params={"prompt": request.args, "seed": random.randint(0, MAX_SEED),
-                               "image_file_id": image, "language": user.language_code},
-                       status_message_id=status_message.message_id,
-                       reply_to_message_id=message.message_id)
+    queued = await jobs.enqueue(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
+                                params={"prompt": request.args, "seed": random.randint(0, MAX_SEED),
+                                        "image_file_id": image, "language": user.language_code},
+                                reply_to_message_id=message.message_id)
+    status_message = await message.reply_text(
+        context.t(update, "queued", name=request.name, position=queued.position))
+    await jobs.set_status_message(context.pool, queued.job_id, status_message.message_id)
 
 
 def build_handlers() -> list[tuple[BaseHandler, int]]:

@@ -6,8 +6,11 @@ configured fallback, else English. Missing keys fall back to English.
 
 from __future__ import annotations
 
+from ..jobs.errors import MESSAGES as BACKEND_MESSAGES
+
 MESSAGES: dict[str, dict[str, str]] = {
     "en": {
+        **BACKEND_MESSAGES,
         "welcome": "Hi {name}! I render images and videos with ComfyUI.\n\n{commands}",
         "help": "Commands:\n{commands}\n\nReply to a picture to edit it; without a reply, edit commands use your last result.",
         "help_line": "/{name} — {description}",
@@ -29,13 +32,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "status_line": "#{id} /{command} — {state}",
         "state_queued": "queued, position {position}",
         "state_running": "running",
-        "backend_down": "the image server is not reachable right now; your job will be retried",
-        "internal_error": "something went wrong on our side; the job was not lost and is marked failed",
-        "missing_model": "missing model file {name} (folder: {folder}) needed by {node}",
-        "unknown_node": "this workflow needs a node that is not installed: {node_type}",
-        "invalid_input": "{node}: {input} {message}",
-        "execution_error": "{node_type} failed: {message}",
-        "interrupted": "the job was interrupted",
+        "internal_error": "something went wrong on our side; please try again",
         "timeout": "the job took longer than {seconds:.0f} s and was stopped",
     },
     "de": {
@@ -90,6 +87,10 @@ def pick_language(user_language: str | None, fallback: str) -> str:
     return "en"
 
 
+def catalog(language: str) -> dict[str, str]:
+    """Every message in ``language``, English where a translation is missing."""
+    return {**MESSAGES["en"], **MESSAGES.get(language, {})}
+
+
 def text(language: str, key: str, **params) -> str:
-    template = MESSAGES.get(language, {}).get(key) or MESSAGES["en"][key]
-    return template.format(**params)
+    return catalog(language)[key].format(**params)

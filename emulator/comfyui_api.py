@@ -1,10 +1,11 @@
 """A small fake ComfyUI API server for tests and CI where no real ComfyUI can run.
 
 Faithful to ComfyUI v0.3.64 (commit a125cd8): the shapes recorded in
-``reference/comfyui-0.3.64-api-transcript.json`` (route replies, websocket frame
-order, validation errors) and the logic of that version's ``server.py`` and
-``execution.py`` (validation, queue, per-client frames, caching of unchanged
-nodes, history). Every route is also served under ``/api``.
+``comfyui-0.3.64-api-transcript.json`` (a copy lives in tests/emulator/: route
+replies, websocket frame order, validation errors) and the logic of that
+version's ``server.py`` and ``execution.py`` (validation, queue, per-client
+frames, caching of unchanged nodes, history). Every route is also served under
+``/api``.
 
 It really runs a few weight-free image nodes with Pillow (LoadImage, EmptyImage,
 ImageInvert, ImageBlur, ImageSharpen, ImageScale, SaveImage, PreviewImage) and

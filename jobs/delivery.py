@@ -1,0 +1,36 @@
+"""Send a job's results to the chat: lossless file first, then a photo preview."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from telegram import Bot
+from telegram.error import BadRequest
+
+log = logging.getLogger("courier.delivery")
+
+PREVIEW_MAX_BYTES = 10 * 2**20  # sendPhoto's limit
+VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv")
+ANIMATION_SUFFIXES = (".gif",)
+
+
+async def deliver_file(bot: Bot, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
+    """Send one result; returns the session record used for chaining."""
+    suffix = os.path.splitext(filename)[1].lower()
+    reply = {"reply_to_message_id": reply_to, "allow_sending_without_reply": True}
+    if suffix in VIDEO_SUFFIXES:
+        sent = await bot.send_video(chat_id, video=data, filename=filename, supports_streaming=True, **reply)
+        return {"kind": "video", "file_id": sent.video.file_id, "filename": filename}
+    if suffix in ANIMATION_SUFFIXES:
+        sent = await bot.send_animation(chat_id, animation=data, filename=filename, **reply)
+        return {"kind": "video", "file_id": sent.animation.file_id, "filename": filename}
+    document = await bot.send_document(chat_id, document=data, filename=filename,
+                                       disable_content_type_detection=True, **reply)
+    if len(data) <= PREVIEW_MAX_BYTES:
+        try:
+            await bot.send_photo(chat_id, photo=data, filename=filename,
+                                 reply_to_message_id=document.message_id, allow_sending_without_reply=True)
+        except BadRequest as exc:  # e.g. extreme aspect ratios: the lossless file is already there
+            log.info("preview for %s skipped: %s", filename, exc)
+    return {"kind": "image", "file_id": document.document.file_id, "filename": filename}

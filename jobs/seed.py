@@ -1,0 +1,30 @@
+"""Load the shipped command workflows (workflows/api/commands.json) into the command table."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from ..store import commands
+
+log = logging.getLogger("courier")
+
+SEED_DIR = Path(__file__).resolve().parent.parent / "workflows" / "api"
+
+
+def seed_manifest(seed_dir: Path = SEED_DIR) -> dict:
+    return json.loads((seed_dir / "commands.json").read_text(encoding="utf-8"))
+
+
+async def seed_commands(store, seed_dir: Path = SEED_DIR) -> list[str]:
+    """Add or refresh the shipped commands; a published command of the same name wins."""
+    refreshed = []
+    for name, entry in seed_manifest(seed_dir).items():
+        workflow = json.loads((seed_dir / entry["file"]).read_text(encoding="utf-8"))
+        if await commands.seed_command(store.pool, name, workflow=workflow, description=entry["description"],
+                                       owner="seed"):
+            refreshed.append(name)
+    if refreshed:
+        log.info("Courier commands loaded: %s", ", ".join(f"/{n}" for n in refreshed))
+    return refreshed

@@ -1,0 +1,128 @@
+"""The spine end to end: real python-telegram-bot ⇄ Bot API emulator, real PostgreSQL,
+the dispatcher and a ComfyUI backend (the transcript-faithful fake; a real ComfyUI too
+when COMFYUI_DIR is set)."""
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from comfyui_courier.config import load_settings
+from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.runtime import Courier
+
+USER = 111
+STRANGER = 999
+
+
+@pytest.fixture(params=["fake", "real"])
+async def backend_url(request):
+    if request.param == "fake":
+        async with FakeComfyUI() as fake:
+            yield fake.url
+    else:
+        if not os.environ.get("COMFYUI_DIR"):
+            pytest.skip("COMFYUI_DIR is not set")
+        yield request.getfixturevalue("comfyui").url
+
+
+@pytest.fixture
+async def courier(botapi, botapi_bot, pg_database, backend_url, tmp_path):
+    settings = load_settings(None, {
+        "TELEGRAM_BOT_TOKEN": botapi_bot.token,
+        "COURIER_TELEGRAM_API_URL": botapi.url,
+        "COURIER_DATABASE_URL": pg_database,
+        "COURIER_ALLOWED_USERS": f"{USER}",
+        "COURIER_PROGRESS_INTERVAL_S": "0",
+    })
+    service = Courier(settings, Path(tmp_path), backend_url)
+    await service.start()
+    await service.booted()
+    assert service.health.state("bot") == "ok", service.health_report()
+    assert service.health.state("dispatcher") == "ok", service.health_report()
+    yield service
+    await service.stop()
+
+
+def png(data: bytes) -> np.ndarray:
+    image = Image.open(io.BytesIO(data))
+    assert image.format == "PNG"
+    return np.asarray(image.convert("RGB")).astype(int)
+
+
+def replies_to(message_id):
+    return lambda call: call.params.get("reply_to_message_id") in (message_id, str(message_id)) or (
+        call.result.get("reply_to_message", {}).get("message_id") == message_id)
+
+
+async def result_document(bot, request_message):
+    try:
+        call = await bot.wait_for_call("sendDocument", where=replies_to(request_message["message_id"]), timeout=60)
+    except TimeoutError:
+        raise AssertionError(f"no result; the bot sent: {[(c.method, c.params.get('text')) for c in bot.outbox]}")
+    return call.result
+
+
+async def test_demo_renders_and_chains_edits(courier, botapi_bot):
+    request = botapi_bot.inject_text(USER, "/demo hello")
+    queued = await botapi_bot.wait_for_call("sendMessage", where=lambda c: "Queued /demo" in c.params["text"])
+    assert "position 1" in queued.params["text"]
+    first = await result_document(botapi_bot, request)
+    original = png(botapi_bot.file_bytes(first["document"]["file_id"]))
+    assert original.shape == (512, 512, 3)
+    await botapi_bot.wait_for_call("sendPhoto", where=replies_to(first["message_id"]))
+    await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"].startswith("Done"))
+
+    # /demoedit without a reply edits the last result (command chaining)
+    chained = botapi_bot.inject_text(USER, "/demoedit invert")
+    inverted = png(botapi_bot.file_bytes((await result_document(botapi_bot, chained))["document"]["file_id"]))
+    assert np.abs(inverted - (255 - original)).max() <= 1
+
+    # ... and replying to a picture edits that picture
+    replied = botapi_bot.inject_text(USER, "/demoedit again", reply_to=first["message_id"])
+    again = png(botapi_bot.file_bytes((await result_document(botapi_bot, replied))["document"]["file_id"]))
+    assert np.abs(again - (255 - original)).max() <= 1
+
+    await botapi_bot.emulator.wait_for(lambda: sum(c.method == "editMessageText" and c.params["text"].startswith("Done")
+                                          for c in botapi_bot.outbox) == 3)
+    async with courier.store.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT command, status FROM courier_jobs ORDER BY id")
+    assert [tuple(r) for r in rows] == [("demo", "succeeded"), ("demoedit", "succeeded"), ("demoedit", "succeeded")]
+
+
+async def test_model_command_without_weights_fails_clearly_and_bot_keeps_serving(courier, botapi_bot):
+    botapi_bot.inject_text(USER, "/f an astronaut")
+    failed = await botapi_bot.wait_for_call(
+        "editMessageText", where=lambda c: c.params["text"].startswith("/f failed"), timeout=60)
+    text = failed.params["text"]
+    for name in ("flux1-schnell.safetensors", "clip_l.safetensors", "t5xxl_fp16.safetensors", "ae.safetensors"):
+        assert name in text
+    assert "diffusion_models" in text
+    async with courier.store.pool.acquire() as conn:
+        status, error = await conn.fetchrow("SELECT status, error FROM courier_jobs WHERE command = 'f'")
+    assert status == "failed" and "flux1-schnell.safetensors" in error
+
+    request = botapi_bot.inject_text(USER, "/demo still here")
+    assert (await result_document(botapi_bot, request))["document"]["file_name"].endswith(".png")
+
+
+async def test_strangers_are_refused_and_nothing_is_queued(courier, botapi_bot):
+    botapi_bot.inject_text(STRANGER, "/demo let me in")
+    refusal = await botapi_bot.wait_for_call("sendMessage", where=lambda c: str(STRANGER) in c.params["text"])
+    assert "private" in refusal.params["text"]
+    async with courier.store.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM courier_jobs") == 0
+
+
+async def test_help_lists_the_command_table_and_unknown_commands_are_explained(courier, botapi_bot):
+    botapi_bot.inject_text(USER, "/help")
+    help_text = (await botapi_bot.wait_for_call("sendMessage", where=lambda c: "Commands" in c.params["text"])).params["text"]
+    for name in ("/f", "/qwen", "/demo", "/demoedit"):
+        assert name in help_text
+    botapi_bot.inject_text(USER, "/nosuch thing")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: "/nosuch" in c.params["text"] and "/help" in c.params["text"])
+    botapi_bot.inject_text(USER, "/demo")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: "add a description" in c.params["text"])
