@@ -7,15 +7,15 @@ Ctrl-C/SIGTERM, so nothing here relies on teardown: jobs hold expiring leases.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from aiohttp import web
 
 from .runtime import COURIER, Courier
 from .server_routes import ROUTE_TABLES
+from .logs import get_logger
 
-log = logging.getLogger("courier")
+log = get_logger("host")
 
 
 def attach(prompt_server) -> None:

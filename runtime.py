@@ -8,7 +8,6 @@ readiness never waits for PostgreSQL, Telegram or the Anyone network.
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 
 from aiohttp import web
@@ -16,8 +15,9 @@ from aiohttp import web
 from ._version import __version__
 from .config import CONFIG_FILE_NAME, Settings, SettingsError, load_settings
 from .health import Health
+from .logs import get_logger
 
-log = logging.getLogger("courier")
+log = get_logger("runtime")
 
 COMPONENTS = ("database", "bot", "dispatcher", "anyone")
 

@@ -7,7 +7,6 @@ a crash of the host.
 
 from __future__ import annotations
 
-import logging
 
 from telegram import BotCommand
 from telegram.error import InvalidToken, TelegramError
@@ -18,8 +17,9 @@ from ..health import Health
 from ..store import commands
 from .context import BotData, CourierContext
 from .handlers import BUILTIN_COMMANDS, build_handlers
+from ..logs import get_logger
 
-log = logging.getLogger("courier.bot")
+log = get_logger("bot")
 
 
 def build_application(settings: Settings, store) -> Application:

@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import inspect
 import json
-import logging
 import mimetypes
 import struct
 import uuid
@@ -33,13 +32,14 @@ from .errors import (
     RequestFailed,
     describe_error,
 )
+from ..logs import get_logger
 
 __all__ = ["BackendUnavailable", "ComfyClient", "ComfyError", "Device", "Event", "EventStream",
            "ExecutionFailed", "FileRef", "HistoryEntry", "Interrupted", "Preview", "Problem", "Progress",
            "PromptLost", "PromptRejected", "PromptResult", "QueueItem", "QueueState", "RequestFailed",
            "SystemStats", "describe_error", "parse_preview"]
 
-log = logging.getLogger(__name__)
+log = get_logger("backend")
 
 _UNREACHABLE = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, aiohttp.WSServerHandshakeError,
                 asyncio.TimeoutError, OSError, ProxyError, ProxyConnectionError, ProxyTimeoutError)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import os
 
 from telegram import Bot
 from telegram.error import BadRequest
+from ..logs import get_logger
 
-log = logging.getLogger("courier.delivery")
+log = get_logger("delivery")
 
 PREVIEW_MAX_BYTES = 10 * 2**20  # sendPhoto's limit
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv")

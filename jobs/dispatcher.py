@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 import os
 import socket
 import time
@@ -30,8 +29,9 @@ from .comfy_client import BackendUnavailable, ComfyClient, ComfyError, describe_
 from .delivery import deliver_file
 from .progress import ChatThrottle, ProgressMessage
 from .workflow import fill_job, output_nodes
+from ..logs import get_logger
 
-log = logging.getLogger("courier.dispatcher")
+log = get_logger("dispatcher")
 
 LEASE_S = 60.0
 IDLE_POLL_S = 5.0

@@ -8,13 +8,13 @@ send it when the chat's interval has passed. The last edit is never dropped.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import Awaitable, Callable
 
 from telegram.error import BadRequest, TelegramError
+from ..logs import get_logger
 
-log = logging.getLogger("courier.progress")
+log = get_logger("progress")
 
 EditFn = Callable[[str], Awaitable[object]]
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 from ..store import commands
+from ..logs import get_logger
 
-log = logging.getLogger("courier")
+log = get_logger("commands")
 
 SEED_DIR = Path(__file__).resolve().parent.parent / "workflows" / "api"
 

@@ -45,6 +45,11 @@ class TelegramInput:
                 picture.width, picture.height, chat_id, user_id)
 
     @classmethod
+    def IS_CHANGED(cls, image="", **_):
+        """Re-run when the uploaded file's bytes change, even under the same name (as LoadImage)."""
+        return file_digest(image) if image else ""
+
+    @classmethod
     def VALIDATE_INPUTS(cls, image=""):
         if image and not input_image_exists(image):
             return f"Input image not found: {image}"
@@ -56,6 +61,15 @@ def load_input_image(name: str):
 
     with open(folder_paths.get_annotated_filepath(name), "rb") as fh:
         return imaging.decode_image(fh.read(), max_bytes=512 * 2**20)
+
+
+def file_digest(name: str) -> str:
+    import hashlib
+
+    import folder_paths
+
+    with open(folder_paths.get_annotated_filepath(name), "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 def input_image_exists(name: str) -> bool:

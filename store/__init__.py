@@ -9,7 +9,6 @@ connection or the pool first: ``await jobs.claim(store.pool, worker, lease_s)``.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,10 +23,11 @@ from .errors import DatabaseUnavailable, EmbeddedError, MigrationError, StoreErr
 from .jobs import JobListener
 from .migrate import migrate
 from .pool import create_pool, redact
+from ..logs import get_logger
 
 __all__ = ["DatabaseUnavailable", "EmbeddedError", "MigrationError", "Store", "StoreError"]
 
-log = logging.getLogger(__name__)
+log = get_logger("store")
 
 _CLOSE_TIMEOUT_S = 10.0
 

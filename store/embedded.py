@@ -34,7 +34,6 @@ import asyncio
 import atexit
 import contextlib
 import json
-import logging
 import os
 import shlex
 import shutil
@@ -48,12 +47,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .errors import EmbeddedError
+from ..logs import get_logger
 
 if os.name == "posix":
     import fcntl
     import pwd
 
-log = logging.getLogger(__name__)
+log = get_logger("postgres")
 
 SERVICE_USER = "courier-postgres"
 _SOCKET_PATH_MAX = 103  # sun_path holds 108 bytes on Linux, 104 on macOS, with a trailing NUL

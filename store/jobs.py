@@ -8,7 +8,6 @@ A job is ``queued`` until a worker claims it (``running``, leased until ``lease_
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,8 +18,9 @@ import asyncpg
 from .db import Db, acquire, query
 from .errors import StoreError
 from .pool import connect
+from ..logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger("store")
 
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 CHANNEL = "courier_jobs"
