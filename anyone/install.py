@@ -49,7 +49,8 @@ def installed_version(target: Path) -> str | None:
 
 def anon_version(anon: Path) -> str:
     """``anon --version``'s number, e.g. ``0.4.9.11``."""
-    out = subprocess.run([str(anon), "--version"], capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run([str(anon), "--version"], capture_output=True, text=True, timeout=30,
+                         check=False).stdout
     first = out.split("\n", 1)[0]  # "Anon version 0.4.9.11-live."
     return first.removeprefix("Anon version ").split("-", 1)[0].rstrip(".")
 
@@ -62,7 +63,7 @@ def npm_pack(workdir: Path, version: str = NPM_VERSION) -> Path:
                            f"{NPM_PACKAGE}@{version} yourself and pass --tarball")
     proc = subprocess.run([npm, "pack", f"{NPM_PACKAGE}@{version}", "--ignore-scripts",
                            "--pack-destination", str(workdir)],
-                          capture_output=True, text=True, timeout=600, cwd=workdir)
+                          capture_output=True, text=True, timeout=600, cwd=workdir, check=False)
     tarballs = sorted(workdir.glob("*.tgz"))
     if proc.returncode != 0 or not tarballs:
         raise InstallError(f"npm pack {NPM_PACKAGE}@{version} failed: {proc.stderr.strip()[-2000:]}")

@@ -58,7 +58,7 @@ def log_tail(path: Path, lines: int = 15) -> str:
 
 
 class PrivateNetwork:
-    """``async with PrivateNetwork(anon, workdir) as net:`` or ``start()``/``stop()``."""
+    """``await start()`` brings it up (or raises), ``await stop()`` ends every node."""
 
     def __init__(self, anon: Path, workdir: Path, *, relays: int = 2, exits: int = 2,
                  attempt_timeout: float = 75.0):
@@ -69,15 +69,7 @@ class PrivateNetwork:
         self.exits = exits
         self.attempt_timeout = attempt_timeout
         self.nodes: list[Node] = []
-        self.bringup_s: float | None = None
         self.phases: dict[str, float] = {}  # seconds per bring-up phase, for benchmarks
-
-    async def __aenter__(self) -> "PrivateNetwork":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.stop()
 
     @property
     def client(self) -> Node:
@@ -100,21 +92,16 @@ class PrivateNetwork:
             ("TestingDirAuthVoteGuard", "*"),
             ("TestingDirAuthVoteExit", exits),
             ("TestingDirAuthVoteHSDir", ",".join(a.fingerprint for a in authorities)),
-            *[("DirAuthority", f"{a.name} orport={a.or_port} no-v2 v3ident={a.v3ident} "
-                               f"127.0.0.1:{a.dir_port} {a.fingerprint}") for a in authorities],
+            *[("DirAuthority", (f"{a.name} orport={a.or_port} no-v2 v3ident={a.v3ident} "
+                                f"127.0.0.1:{a.dir_port} {a.fingerprint}")) for a in authorities],
         ]
-
-    def log_paths(self) -> list[Path]:
-        return [n.log for n in self.nodes]
 
     async def start(self) -> None:
         """Bring the network up; retried once; raises PrivateNetworkError with log paths."""
         errors = []
         for attempt in (1, 2):
-            began = time.monotonic()
             try:
                 await asyncio.wait_for(self._bring_up(self.workdir / f"try{attempt}"), self.attempt_timeout)
-                self.bringup_s = time.monotonic() - began
                 return
             except (asyncio.TimeoutError, PrivateNetworkError, OSError, subprocess.SubprocessError) as exc:
                 reason = str(exc) or f"not ready after {self.attempt_timeout:.0f} s"
@@ -139,7 +126,8 @@ class PrivateNetwork:
         parts = []
         for n in self.nodes:
             rc = n.process.poll() if n.process else "not started"
-            parts.append(f"  {n.name} (rc={rc}) log: {n.log}\n    " + log_tail(n.log, 5).replace("\n", "\n    "))
+            tail = log_tail(n.log, 5) if n.log.exists() else log_tail(n.dir / "stderr.log", 5)
+            parts.append(f"  {n.name} (rc={rc}) log: {n.log}\n    " + tail.replace("\n", "\n    "))
         return "\n".join(parts)
 
     async def _bring_up(self, root: Path) -> None:

@@ -13,8 +13,8 @@ exit relay for DNS resolution (where they leak, and hang).
 One connector per backend, kept for the backend's lifetime: connections are
 kept alive, so requests ride one circuit instead of building a new one each
 time. Each connector has its own random SOCKS credentials, which anon
-(IsolateSOCKSAuth) maps to its own circuits; to drop a stuck circuit after
-repeated failures, replace the connector.
+(IsolateSOCKSAuth) maps to its own circuits, and takes new ones after a failed
+connect, so simply retrying the request gets fresh circuits.
 """
 
 from __future__ import annotations
@@ -27,10 +27,16 @@ import aiohttp
 import aiohttp_socks
 from aiohttp_socks import ProxyConnector, ProxyType
 
-from .errors import AnyoneError, AnyoneUnavailable, OnionConnectError, PrivateModeViolation, UnsupportedAddress
+from .errors import (
+    AnyoneError,
+    AnyoneUnavailable,
+    OnionConnectError,
+    PrivateModeViolation,
+    UnsupportedAddress,
+)
 
 KEEPALIVE_S = 60.0  # below aiohttp's server default of 75 s, so the server never closes first
-ONION_CONNECT_S = 90.0  # a first connection fetches the descriptor and builds a rendezvous
+ONION_CONNECT_S = 30.0  # a first connection fetches the descriptor and builds a rendezvous
 DIRECT_CONNECT_S = 10.0
 READ_S = 300.0
 
@@ -95,16 +101,25 @@ class DirectConnector(aiohttp.TCPConnector):
 
 
 class OnionConnector(ProxyConnector):
-    """ProxyConnector whose failures are ``OnionConnectError`` (an aiohttp.ClientConnectionError)
-    with a readable reason, instead of aiohttp_socks' bare Exception subclasses."""
+    """ProxyConnector for ``.anon`` hosts only (a redirect elsewhere is refused, not sent to an exit).
+
+    A failed or timed-out connect switches to fresh SOCKS credentials, so the next attempt
+    gets fresh circuits instead of a stuck one (an outdated descriptor after the service
+    restarted, a rendezvous that never completes); kept-alive connections stay as they are.
+    Failures raise ``OnionConnectError`` (an aiohttp.ClientConnectionError) with a readable
+    reason instead of aiohttp_socks' bare Exception subclasses.
+    """
 
     async def connect(self, req, traces, timeout):
+        if host_kind(req.url.host) != "anon":
+            raise AnyoneError(f"refusing {req.url.host}: this connection is for .anon hidden services only")
         try:
             return await super().connect(req, traces, timeout)
         except aiohttp_socks.ProxyConnectionError as exc:
             raise OnionConnectError(f"Anyone SOCKS port {self._proxy_host}:{self._proxy_port} "
                                     f"unreachable (is anon running?): {exc}") from exc
         except (aiohttp_socks.ProxyError, aiohttp_socks.ProxyTimeoutError) as exc:
+            self._proxy_username = secrets.token_hex(8)
             raise OnionConnectError(f"{req.url.host}: {describe_proxy_error(exc)}",
                                     getattr(exc, "error_code", None)) from exc
 

@@ -31,9 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from aiohttp import ClientError, TraceConfig, web
-
 from _common import REPO_ROOT, Deadline, figure, note, write_figures
+from aiohttp import ClientError, TraceConfig, web
 
 REACH_S = 60
 

@@ -4,9 +4,17 @@ import base64
 import stat
 
 import pytest
-
-from comfyui_courier.anyone import ClientAuthError, exposure_warning, generate_client_auth, qr_png
-from comfyui_courier.anyone.hidden_service import HiddenService, _x25519, write_client_credential
+from comfyui_courier.anyone import (
+    ClientAuthError,
+    exposure_warning,
+    generate_client_auth,
+    qr_png,
+)
+from comfyui_courier.anyone.hidden_service import (
+    HiddenService,
+    _x25519,
+    write_client_credential,
+)
 
 ADDRESS = "wfy2yxcngp7liper5a3h6fodo7s5mlobfz7a5e7jmrym6gr6gshhyeid.anon"
 

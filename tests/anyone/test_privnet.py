@@ -8,13 +8,23 @@ import time
 import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp_socks import ProxyConnector
-
-from comfyui_courier.anyone import describe_proxy_error, make_session, telegram_proxy_url, write_client_credential
+from aiohttp_socks import (
+    ProxyConnectionError,
+    ProxyConnector,
+    ProxyError,
+    ProxyTimeoutError,
+)
+from comfyui_courier.anyone import (
+    describe_proxy_error,
+    make_session,
+    telegram_proxy_url,
+    write_client_credential,
+)
 from comfyui_courier.anyone.hidden_service import HiddenService
 from comfyui_courier.config import Settings
 
-REACH_S = 60  # descriptor upload + rendezvous on a fresh service take a few seconds here
+REACH_S = 90  # descriptor upload + rendezvous on a fresh service take a few seconds here
+ATTEMPT_S = 10  # a stuck attempt (old descriptor, stuck circuit) is dropped and retried on fresh circuits
 
 
 @pytest.fixture
@@ -37,13 +47,14 @@ async def fake_comfyui():
     await runner.cleanup()
 
 
-async def get_stats(url: str, socks_url: str, settings=Settings(private_mode=True)) -> dict:
-    """GET /system_stats through Anyone, retried with a fresh session (fresh circuit) until REACH_S."""
+async def get_stats(url: str, socks_url: str) -> dict:
+    """GET /system_stats through Anyone (private mode), retried on fresh circuits until REACH_S."""
     deadline = time.monotonic() + REACH_S
+    attempt = aiohttp.ClientTimeout(total=ATTEMPT_S)
     while True:
         try:
-            async with make_session(url, settings, socks_url) as session:
-                async with session.get(f"{url}/system_stats") as reply:
+            async with make_session(url, Settings(private_mode=True), socks_url) as session, \
+                    session.get(f"{url}/system_stats", timeout=attempt) as reply:
                     reply.raise_for_status()
                     return await reply.json()
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
@@ -80,7 +91,7 @@ async def test_client_authorization(anyone_service_factory, fake_comfyui, tmp_pa
     while True:  # until anon has the new descriptor and says why it cannot use it
         with pytest.raises((aiohttp.ClientError, OSError, asyncio.TimeoutError)) as failure:
             async with make_session(url, Settings(), stranger.socks_url) as session:
-                await session.get(f"{url}/system_stats")
+                await session.get(f"{url}/system_stats", timeout=aiohttp.ClientTimeout(total=ATTEMPT_S))
         reason = describe_proxy_error(failure.value)
         if "client authorization" in reason or time.monotonic() > deadline:
             break
@@ -115,13 +126,23 @@ async def test_killed_anon_is_restarted_and_keeps_its_address(anyone_privnet, an
 
 async def test_bot_traffic_through_an_exit_reaches_loopback(anyone_privnet, fake_comfyui):
     """The proxy_telegram path: SOCKS -> exit relay -> a server on 127.0.0.1 (the Bot API emulator in CI)."""
-    backend, peers = fake_comfyui
+    backend, _ = fake_comfyui
     host, port = "127.0.0.1", int(backend.rsplit(":", 1)[1])
     socks_port = int(anyone_privnet.socks_url.rsplit(":", 1)[1])
-    connector = ProxyConnector(host="127.0.0.1", port=socks_port, rdns=True)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        async with session.get(f"http://{host}:{port}/system_stats") as reply:
-            assert reply.status == 200
+    deadline = time.monotonic() + REACH_S
+    while True:  # exits come and go from a young network's consensus: retry on fresh circuits
+        connector = ProxyConnector(host="127.0.0.1", port=socks_port, rdns=True,
+                                   username=str(time.monotonic()), password="x")
+        try:
+            async with aiohttp.ClientSession(connector=connector) as session, \
+                    session.get(f"http://{host}:{port}/system_stats",
+                                timeout=aiohttp.ClientTimeout(total=ATTEMPT_S)) as reply:
+                assert reply.status == 200
+                break
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ProxyError, ProxyTimeoutError,
+                ProxyConnectionError):
+            assert time.monotonic() < deadline, "no exit reached 127.0.0.1"
+            await asyncio.sleep(0.5)
 
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("socksio", reason='python-telegram-bot[socks] (socksio) not installed')

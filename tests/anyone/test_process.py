@@ -1,9 +1,12 @@
 """anon supervision: parsing canned control-port replies and output, without anon running."""
 
 import pytest
-
-from comfyui_courier.anyone.process import (exit_reason, parse_bootstrap_phase, parse_control_port_file,
-                                            render_torrc)
+from comfyui_courier.anyone.process import (
+    exit_reason,
+    parse_bootstrap_phase,
+    parse_control_port_file,
+    render_torrc,
+)
 
 
 @pytest.mark.parametrize("reply, expected", [
@@ -11,8 +14,8 @@ from comfyui_courier.anyone.process import (exit_reason, parse_bootstrap_phase, 
     ('NOTICE BOOTSTRAP PROGRESS=85 TAG=ap_conn_done SUMMARY="Connected to a relay to build circuits"',
      (85, "Connected to a relay to build circuits")),
     ('NOTICE BOOTSTRAP PROGRESS=100 TAG=done SUMMARY="Done"', (100, "Done")),
-    ('WARN BOOTSTRAP PROGRESS=5 TAG=conn SUMMARY="Connecting to a relay" WARNING="Connection refused" '
-     'REASON=CONNECTREFUSED COUNT=3 RECOMMENDATION=ignore HOSTID="0A3E" HOSTADDR="127.0.0.1:5001"',
+    (('WARN BOOTSTRAP PROGRESS=5 TAG=conn SUMMARY="Connecting to a relay" WARNING="Connection refused" '
+      'REASON=CONNECTREFUSED COUNT=3 RECOMMENDATION=ignore HOSTID="0A3E" HOSTADDR="127.0.0.1:5001"'),
      (5, "Connecting to a relay")),
 ])
 def test_bootstrap_phase(reply, expected):

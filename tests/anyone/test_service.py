@@ -24,8 +24,8 @@ async def test_terms_are_never_agreed_implicitly(tmp_path):
 
 
 async def test_missing_binary_says_how_to_install(tmp_path):
-    service, report = await started(tmp_path, anyone_enabled=True, anyone_agree_to_terms=True,
-                                    anon_binary=str(tmp_path / "nope" / "anon"))
+    _, report = await started(tmp_path, anyone_enabled=True, anyone_agree_to_terms=True,
+                              anon_binary=str(tmp_path / "nope" / "anon"))
     assert report["state"] == "error" and "install-anon" in report["reason"]
 
 

@@ -3,13 +3,11 @@
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-
 from comfyui_courier.anyone.process import AnonProcess
 
 OFFLINE = [("DisableNetwork", "1")]
@@ -85,15 +83,14 @@ async def main():
 
 asyncio.run(main())
 """
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    owner = await asyncio.create_subprocess_exec(sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE)
     try:
-        line = await asyncio.wait_for(asyncio.to_thread(owner.stdout.readline), 30)
-        pid = int(line)
+        pid = int(await asyncio.wait_for(owner.stdout.readline(), 30))
         assert alive(pid)
         owner.send_signal(signal.SIGTERM)
-        owner.wait(10)
+        await asyncio.wait_for(owner.wait(), 10)
         await until(lambda: not alive(pid), 10, "anon to follow its owner")
     finally:
-        if owner.poll() is None:
+        if owner.returncode is None:
             owner.kill()
-            owner.wait()
+            await owner.wait()

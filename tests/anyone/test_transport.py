@@ -1,13 +1,23 @@
 """Client side: which connector a backend URL gets, and what private mode refuses."""
 
+import asyncio
+
 import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp_socks import ProxyConnector
-
-from comfyui_courier.anyone import (AnyoneUnavailable, PrivateModeViolation, UnsupportedAddress,
-                                    client_timeout, describe_proxy_error, host_kind, make_connector,
-                                    telegram_proxy_url)
+from comfyui_courier.anyone import (
+    AnyoneError,
+    AnyoneUnavailable,
+    OnionConnectError,
+    PrivateModeViolation,
+    UnsupportedAddress,
+    client_timeout,
+    describe_proxy_error,
+    host_kind,
+    make_connector,
+    telegram_proxy_url,
+)
 from comfyui_courier.anyone.transport import DirectConnector
 from comfyui_courier.config import Settings
 
@@ -88,6 +98,12 @@ async def test_private_mode_refuses_a_redirect_off_loopback():
         await runner.cleanup()
 
 
+async def test_onion_connector_never_leaves_for_clearnet():
+    async with aiohttp.ClientSession(connector=make_connector(ONION, Settings(), SOCKS)) as session:
+        with pytest.raises(AnyoneError, match="hidden services only"):
+            await session.get("http://127.0.0.1:8188/system_stats")  # e.g. a redirect
+
+
 def test_timeouts_allow_a_rendezvous():
     assert client_timeout(ONION).sock_connect > client_timeout("http://127.0.0.1:8188").sock_connect
     assert client_timeout(ONION).total is None
@@ -108,3 +124,35 @@ def test_telegram_proxy_url():
     pytest.importorskip("socksio", reason="python-telegram-bot[socks] not installed")
     url = telegram_proxy_url(Settings(proxy_telegram=True), SOCKS)
     assert url.startswith("socks5h://") and url.endswith("@127.0.0.1:9999")
+
+
+async def test_failed_onion_connect_is_readable_and_takes_fresh_circuits():
+    """A canned SOCKS5 exchange: anon accepts our credentials, then answers 0xF4."""
+    seen_users = []
+
+    async def fake_anon(reader, writer):
+        _, methods = await reader.readexactly(2)
+        await reader.readexactly(methods)
+        writer.write(b"\x05\x02")  # username/password, please
+        _, ulen = await reader.readexactly(2)
+        seen_users.append((await reader.readexactly(ulen)).decode())
+        await reader.readexactly((await reader.readexactly(1))[0])
+        writer.write(b"\x01\x00")
+        await reader.readexactly(4)  # version, CONNECT, reserved, address type (domain name)
+        await reader.readexactly((await reader.readexactly(1))[0] + 2)  # domain name + port
+        writer.write(b"\x05\xf4\x00\x01" + bytes(6))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(fake_anon, "127.0.0.1", 0)
+    socks = f"socks5h://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with aiohttp.ClientSession(connector=make_connector(ONION, Settings(), socks)) as session:
+            for _ in range(2):
+                with pytest.raises(OnionConnectError, match="requires client authorization") as failure:
+                    await session.get(f"{ONION}/system_stats")
+                assert isinstance(failure.value, aiohttp.ClientConnectionError)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert len(seen_users) == 2 and seen_users[0] != seen_users[1]
