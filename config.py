@@ -70,8 +70,6 @@ class Settings:
     allowed_users: list = _field("COURIER_ALLOWED_USERS", [],
                                  "Telegram user ids allowed to use the bot (comma separated); empty = everyone",
                                  item=int)
-    admin_users: list = _field("COURIER_ADMIN_USERS", [],
-                               "Telegram user ids allowed to run admin commands", item=int)
     language: str = _field("COURIER_LANGUAGE", "en", "Fallback language for replies (en, de, ru)")
     database_url: Secret = _field("COURIER_DATABASE_URL", Secret(""),
                                   "PostgreSQL URL; empty = embedded server in the data directory")
@@ -80,8 +78,6 @@ class Settings:
     backends: list = _field("COURIER_BACKENDS", [],
                             "ComfyUI servers to run jobs on (http://host:port or http://<id>.anon); "
                             "empty = this ComfyUI on loopback")
-    admin_token: Secret = _field("COURIER_ADMIN_TOKEN", Secret(""),
-                                 "Token for mutating /courier routes (header Authorization: Bearer ...)")
     webhook_url: str = _field("COURIER_WEBHOOK_URL", "",
                               "Public URL Telegram should POST updates to; empty = long polling")
     webhook_secret: Secret = _field("COURIER_WEBHOOK_SECRET", Secret(""),

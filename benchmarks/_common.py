@@ -72,6 +72,17 @@ def comfyui_dir_or_exit() -> Path:
     return path
 
 
+def load_pack():
+    """The pack as package ``comfyui_courier``, loaded by path as ComfyUI and the tests do."""
+    if "comfyui_courier" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "comfyui_courier", REPO_ROOT / "__init__.py", submodule_search_locations=[str(REPO_ROOT)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["comfyui_courier"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["comfyui_courier"]
+
+
 def load_runner():
     """The module tests/fixtures/comfyui.py (``ComfyUIProcess`` and helpers)."""
     name = "courier_benchmarks_comfyui_runner"
