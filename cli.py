@@ -23,6 +23,7 @@ def main(argv: list[str]) -> int:
                      help="ComfyUI server used when COURIER_BACKENDS is unset")
     sub.add_parser("install-anon", help="install the anon binary from the npm package", add_help=False)
     sub.add_parser("emulator", help="run the local Telegram Bot API emulator", add_help=False)
+    sub.add_parser("anyone-client", help="authorize clients of the hidden service", add_help=False)
     args, rest = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.command == "install-anon":
@@ -30,9 +31,13 @@ def main(argv: list[str]) -> int:
 
         return install_main(rest)
     if args.command == "emulator":
-        from .emulator.telegram_botapi import main as emulator_main
+        from .emulator.botapi import main as emulator_main
 
         return emulator_main(rest)
+    if args.command == "anyone-client":
+        from .anyone.hidden_service import main as client_main
+
+        return client_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:

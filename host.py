@@ -22,7 +22,7 @@ def attach(prompt_server) -> None:
     """Register routes and the service lifecycle on ComfyUI's PromptServer."""
     app: web.Application = prompt_server.app
     if app.router.frozen:
-        log.error("Courier: ComfyUI's router is already frozen; Courier is off")
+        log.error("ComfyUI's router is already frozen; Courier is off")
         return
     courier = Courier.for_comfyui(*_comfyui_locations())
     app[COURIER] = courier
@@ -32,15 +32,17 @@ def attach(prompt_server) -> None:
     app.cleanup_ctx.append(_courier_lifecycle)
 
 
-def _comfyui_locations() -> tuple[Path, str]:
+def _comfyui_locations() -> tuple[Path, str, str]:
+    """(user directory, loopback URL of this ComfyUI, its --listen value)."""
     import folder_paths
     from comfy.cli_args import args
 
-    host = (args.listen or "127.0.0.1").split(",")[0].strip()
+    listen = args.listen or "127.0.0.1"
+    host = listen.split(",")[0].strip()
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     host = f"[{host}]" if ":" in host else host
-    return Path(folder_paths.get_user_directory()), f"http://{host}:{args.port}"
+    return Path(folder_paths.get_user_directory()), f"http://{host}:{args.port}", listen
 
 
 async def _courier_lifecycle(app: web.Application):

@@ -20,14 +20,16 @@ from .logs import get_logger
 log = get_logger("runtime")
 
 COMPONENTS = ("database", "bot", "dispatcher", "anyone")
+ANYONE_READY_TIMEOUT_S = 300.0
 
 
 class Courier:
     def __init__(self, settings: Settings | None, data_dir: Path, local_backend: str | None,
-                 settings_error: str | None = None):
+                 settings_error: str | None = None, listen: str | None = None):
         self.settings = settings
         self.data_dir = data_dir
         self.local_backend = local_backend
+        self.listen = listen
         self.health = Health(*COMPONENTS)
         self.store = None
         self.bot = None
@@ -39,15 +41,15 @@ class Courier:
                 self.health.set(name, "error", settings_error)
 
     @classmethod
-    def for_comfyui(cls, user_dir: Path, local_backend: str) -> "Courier":
+    def for_comfyui(cls, user_dir: Path, local_backend: str, listen: str) -> "Courier":
         """Settings from the environment over <user_dir>/courier.toml; a bad file is a health error."""
         try:
             settings = load_settings(user_dir / CONFIG_FILE_NAME)
         except SettingsError as exc:
-            log.error("Courier is off: %s", exc)
+            log.error("off: %s", exc)
             return cls(None, user_dir / "courier", local_backend, settings_error=str(exc))
         data_dir = Path(settings.data_dir) if settings.data_dir else user_dir / "courier"
-        return cls(settings, data_dir, local_backend)
+        return cls(settings, data_dir, local_backend, listen=listen)
 
     def backends(self) -> list[str]:
         return list(self.settings.backends) or ([self.local_backend] if self.local_backend else [])
@@ -74,7 +76,7 @@ class Courier:
         try:
             self.store = await Store.open(settings, self.data_dir)
         except StoreError as exc:
-            log.error("Courier database: %s", exc)
+            log.error("database: %s", exc)
             self.health.set("database", "error", str(exc))
             return
         self.health.set("database", "ok", "embedded PostgreSQL" if not settings.database_url
@@ -92,7 +94,19 @@ class Courier:
         from .bot.service import BotService
         from .jobs.dispatcher import Dispatcher
 
-        self.bot = BotService(self.settings, self.store, self.health)
+        proxy = None
+        if self.settings.proxy_telegram:
+            from .anyone.errors import AnyoneError
+            from .anyone.transport import telegram_proxy_url
+
+            try:
+                if self.anyone is not None and not self.settings.anyone_socks_url:
+                    await self.anyone.wait_ready(ANYONE_READY_TIMEOUT_S)
+                proxy = telegram_proxy_url(self.settings, self.anyone.socks_url if self.anyone else None)
+            except AnyoneError as exc:  # never fall back to a direct connection
+                self.health.set("bot", "error", f"Telegram traffic must go through Anyone: {exc}")
+                return
+        self.bot = BotService(self.settings, self.store, self.health, proxy=proxy)
         if not await self.bot.start():
             return
         self.dispatcher = Dispatcher(self.settings, self.store, self.bot.application.bot,
@@ -103,7 +117,8 @@ class Courier:
     async def _start_anyone(self) -> None:
         from .anyone import AnyoneService
 
-        self.anyone = AnyoneService(self.settings, self.data_dir, self.local_backend, self.health)
+        self.anyone = AnyoneService(self.settings, self.data_dir, self.local_backend, self.health,
+                                    listen=self.listen)
         await self.anyone.start()
 
     async def stop(self) -> None:
@@ -115,7 +130,7 @@ class Courier:
             try:
                 await stop()
             except Exception:  # teardown goes on with the other services
-                log.exception("Courier: stopping %s failed", stop.__self__.__class__.__name__)
+                log.exception("stopping %s failed", stop.__self__.__class__.__name__)
 
     def health_report(self) -> dict:
         return {"version": __version__, "components": self.health.report()}

@@ -30,10 +30,11 @@ import stem
 import stem.control
 
 from .errors import AnonStartError
+from ..logs import get_logger
 
 Options = list[tuple[str, str]]  # torrc lines; keys may repeat
 
-log = logging.getLogger("courier.anyone")
+log = get_logger("anyone")
 # stem logs every control message at DEBUG/TRACE on a logger set to TRACE, which
 # propagates into ComfyUI's console; keep only its warnings.
 logging.getLogger("stem").setLevel(logging.WARNING)

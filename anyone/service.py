@@ -9,7 +9,6 @@ other services that use client authorization).
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,8 +17,9 @@ from .hidden_service import HiddenService, exposure_warning
 from .install import find_anon
 from .process import AnonProcess, Options
 from .transport import make_connector
+from ..logs import get_logger
 
-log = logging.getLogger("courier.anyone")
+log = get_logger("anyone")
 
 ANNOUNCE_TIMEOUT_S = 60.0
 
@@ -98,7 +98,7 @@ class AnyoneService:
             if self.listen is not None:
                 self.warning = exposure_warning(self.listen)
                 if self.warning:
-                    log.warning("Courier: %s", self.warning)
+                    log.warning("%s", self.warning)
             try:
                 options += self.hidden_service.prepare()
             except (ClientAuthError, OSError) as exc:
@@ -141,7 +141,7 @@ class AnyoneService:
     async def _log_address(self) -> None:
         for _ in range(int(ANNOUNCE_TIMEOUT_S / 0.2)):
             if self.onion_address:
-                log.info("Courier: ComfyUI is published as the hidden service http://%s/%s", self.onion_address,
+                log.info("ComfyUI is published as the hidden service http://%s/%s", self.onion_address,
                          " (client authorization on)" if self.settings.anyone_client_auth else "")
                 return
             await asyncio.sleep(0.2)
@@ -149,7 +149,7 @@ class AnyoneService:
     def _report(self, state: str, reason: str) -> None:
         self._state = {"state": state, "reason": reason, "bootstrap": 0}
         if state == "error":
-            log.error("Courier anyone: %s", reason)
+            log.error("Anyone: %s", reason)
         self._on_change()
 
     def _on_change(self, _process_health: dict | None = None) -> None:

@@ -8,7 +8,7 @@ a crash of the host.
 from __future__ import annotations
 
 
-from telegram import BotCommand
+from telegram import BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes
 
@@ -22,7 +22,8 @@ from ..logs import get_logger
 log = get_logger("bot")
 
 
-def build_application(settings: Settings, store) -> Application:
+def build_application(settings: Settings, store, proxy: str | None = None) -> Application:
+    """The bot; ``proxy`` (socks5h://...) carries all its Bot API traffic when given."""
     api = settings.telegram_api_url.rstrip("/")
     builder = (Application.builder()
                .token(settings.telegram_bot_token.reveal())
@@ -31,6 +32,8 @@ def build_application(settings: Settings, store) -> Application:
                .context_types(ContextTypes(context=CourierContext, bot_data=BotData))
                .rate_limiter(AIORateLimiter(max_retries=3))
                .concurrent_updates(True))
+    if proxy:
+        builder = builder.proxy(proxy).get_updates_proxy(proxy)
     if settings.webhook_url:
         builder = builder.updater(None)
     application = builder.build()
@@ -42,10 +45,10 @@ def build_application(settings: Settings, store) -> Application:
 
 
 class BotService:
-    def __init__(self, settings: Settings, store, health: Health):
+    def __init__(self, settings: Settings, store, health: Health, proxy: str | None = None):
         self.settings = settings
         self.health = health
-        self.application = build_application(settings, store)
+        self.application = build_application(settings, store, proxy)
         self._started = False
 
     @property
@@ -78,6 +81,10 @@ class BotService:
         self.health.set("bot", "ok", f"@{self.application.bot.username}",
                         mode="webhook" if self.application.updater is None else "polling")
         return True
+
+    async def process_webhook_update(self, payload: dict) -> None:
+        """Hand an update POSTed by Telegram to the handlers (webhook mode)."""
+        await self.application.update_queue.put(Update.de_json(payload, self.application.bot))
 
     async def publish_command_menu(self) -> None:
         """Telegram's command menu = the enabled commands of the table (setMyCommands)."""

@@ -26,5 +26,5 @@ async def seed_commands(store, seed_dir: Path = SEED_DIR) -> list[str]:
                                        owner="seed"):
             refreshed.append(name)
     if refreshed:
-        log.info("Courier commands loaded: %s", ", ".join(f"/{n}" for n in refreshed))
+        log.info("commands loaded: %s", ", ".join(f"/{n}" for n in refreshed))
     return refreshed

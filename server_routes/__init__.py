@@ -1,5 +1,5 @@
 """Courier's HTTP routes, all under /courier/: one RouteTableDef per module."""
 
-from . import health
+from . import anyone, health, telegram_webhook
 
-ROUTE_TABLES = (health.routes,)
+ROUTE_TABLES = (health.routes, anyone.routes, telegram_webhook.routes)

@@ -1,0 +1,40 @@
+"""POST /courier/telegram/webhook: updates from Telegram when COURIER_WEBHOOK_URL is set."""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+from aiohttp import web
+
+from ..runtime import COURIER
+
+routes = web.RouteTableDef()
+
+MAX_UPDATE_BYTES = 1 * 2**20  # Telegram's updates are a few KB; files come by file_id
+
+
+@routes.post("/courier/telegram/webhook")
+async def telegram_webhook(request: web.Request) -> web.Response:
+    courier = request.app[COURIER]
+    bot = courier.bot
+    if bot is None or not courier.settings.webhook_url:
+        return web.json_response({"error": {"code": "webhook_off", "message": "webhook mode is off"}}, status=404)
+    expected = courier.settings.webhook_secret.reveal()
+    given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+    if expected and not hmac.compare_digest(given.encode(), expected.encode()):
+        return web.json_response({"error": {"code": "forbidden", "message": "bad secret token"}}, status=403)
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > MAX_UPDATE_BYTES:
+            return web.json_response({"error": {"code": "too_large", "message": "update too large"}}, status=413)
+    try:
+        payload = json.loads(body)
+        if not isinstance(payload, dict) or "update_id" not in payload:
+            raise ValueError("not an update")
+    except ValueError:
+        return web.json_response({"error": {"code": "bad_update", "message": "body is not a Telegram update"}},
+                                 status=400)
+    await bot.process_webhook_update(payload)
+    return web.json_response({"ok": True})
