@@ -10,9 +10,10 @@ frames, caching of unchanged nodes, history). Every route is also served under
 It really runs a few weight-free image nodes with Pillow (LoadImage, EmptyImage,
 ImageInvert, ImageBlur, ImageSharpen, ImageScale, SaveImage, PreviewImage) and
 the pack's CourierTelegramInput/Output (their schemas come from the pack's node
-classes). Model loaders and the usual sampling nodes exist but the server has no
-model files, so loaders fail validation with ``value_not_in_list`` like a bare
-ComfyUI does. Files live in memory.
+classes). Model loaders, the usual sampling nodes and every other node of the
+shipped command workflows (workflows/api/) exist but the server has no model
+files, so loaders fail validation with ``value_not_in_list`` like a bare ComfyUI
+does. Files live in memory.
 
 Knobs: ``steps``/``step_delay``/``progress_class`` (progress frames),
 ``previews`` (binary preview frames), ``fail_next()``, ``pause()``/``resume()``
@@ -64,7 +65,7 @@ class NodeSpec:
 
     required: dict[str, list]
     optional: dict[str, list] = dataclasses.field(default_factory=dict)
-    hidden: dict[str, str] = dataclasses.field(default_factory=dict)
+    hidden: dict[str, Any] = dataclasses.field(default_factory=dict)  # v1: "PROMPT", v3: ["PROMPT"]
     outputs: tuple[str, ...] = ()
     output_names: tuple[str, ...] | None = None
     category: str = "image"
@@ -187,8 +188,20 @@ _STRENGTH = ["FLOAT", {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01
 _LATENT_SIZE = {"default": 1024, "min": 16, "max": 16384, "step": 16}
 _BATCH = ["INT", {"default": 1, "min": 1, "max": 4096}]
 _POST = "comfy_extras.nodes_post_processing"
+_MODEL_ADVANCED = "comfy_extras.nodes_model_advanced"
+_VIDEO = "comfy_extras.nodes_video"
+_TEXT = {"multiline": True, "dynamicPrompts": True}
+_SHIFT = {"min": 0.0, "max": 100.0, "step": 0.01}
 _PREFIX_TIP = ("The prefix for the file to save. This may include formatting information such as "
                "%date:yyyy-MM-dd% or %Empty Latent Image.width% to include values from nodes.")
+
+
+def _combo(options: list[str], tooltip: str | None = None) -> list:
+    """A combo of a v3 node: /object_info types it "COMBO", and 0.3.64 does not check the value against the
+    options at validation (only v1 combos, typed by their list, are checked)."""
+    extra = {"tooltip": tooltip, "default": options[0]} if tooltip else {}
+    return ["COMBO", {**extra, "multiselect": False, "options": options}]
+
 
 # Core nodes as ComfyUI 0.3.64's /object_info shows them (tooltips only where errors quote them often).
 CORE_NODES: dict[str, NodeSpec] = {
@@ -278,6 +291,64 @@ CORE_NODES: dict[str, NodeSpec] = {
                           display_name="VAE Decode"),
     "VAEEncode": NodeSpec({"pixels": ["IMAGE"], "vae": ["VAE"]}, outputs=("LATENT",), category="latent",
                           display_name="VAE Encode"),
+    # The rest of what the shipped command workflows (workflows/api/) use.
+    "KSamplerAdvanced": NodeSpec({"model": ["MODEL"], "add_noise": [["enable", "disable"]],
+                                  "noise_seed": ["INT", {"default": 0, "min": 0, "max": 18446744073709551615,
+                                                         "control_after_generate": True}],
+                                  "steps": ["INT", {"default": 20, "min": 1, "max": 10000}],
+                                  "cfg": ["FLOAT", {"default": 8.0, "min": 0.0, "max": 100.0, "step": 0.1,
+                                                    "round": 0.01}],
+                                  "sampler_name": [_SAMPLERS], "scheduler": [_SCHEDULERS],
+                                  "positive": ["CONDITIONING"], "negative": ["CONDITIONING"],
+                                  "latent_image": ["LATENT"],
+                                  "start_at_step": ["INT", {"default": 0, "min": 0, "max": 10000}],
+                                  "end_at_step": ["INT", {"default": 10000, "min": 0, "max": 10000}],
+                                  "return_with_leftover_noise": [["disable", "enable"]]},
+                                 outputs=("LATENT",), category="sampling", display_name="KSampler (Advanced)"),
+    "ConditioningZeroOut": NodeSpec({"conditioning": ["CONDITIONING"]}, outputs=("CONDITIONING",),
+                                    category="advanced/conditioning"),
+    "CLIPTextEncodeFlux": NodeSpec({"clip": ["CLIP", {}], "clip_l": ["STRING", _TEXT], "t5xxl": ["STRING", _TEXT],
+                                    "guidance": ["FLOAT", {"default": 3.5, "min": 0.0, "max": 100.0, "step": 0.1}]},
+                                   outputs=("CONDITIONING",), category="advanced/conditioning/flux",
+                                   python_module="comfy_extras.nodes_flux"),
+    "TextEncodeQwenImageEditPlus": NodeSpec({"clip": ["CLIP", {}], "prompt": ["STRING", _TEXT]},
+                                            optional={"vae": ["VAE", {}], "image1": ["IMAGE", {}],
+                                                      "image2": ["IMAGE", {}], "image3": ["IMAGE", {}]},
+                                            outputs=("CONDITIONING",), category="advanced/conditioning",
+                                            python_module="comfy_extras.nodes_qwen"),
+    "ModelSamplingSD3": NodeSpec({"model": ["MODEL"], "shift": ["FLOAT", {"default": 3.0, **_SHIFT}]},
+                                 outputs=("MODEL",), category="advanced/model", python_module=_MODEL_ADVANCED),
+    "ModelSamplingAuraFlow": NodeSpec({"model": ["MODEL"], "shift": ["FLOAT", {"default": 1.73, **_SHIFT}]},
+                                      outputs=("MODEL",), category="advanced/model", python_module=_MODEL_ADVANCED),
+    "CFGNorm": NodeSpec({"model": ["MODEL", {}],
+                         "strength": ["FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01}]},
+                        outputs=("MODEL",), output_names=("patched_model",), category="advanced/guidance",
+                        python_module="comfy_extras.nodes_cfg"),
+    "ImageScaleToTotalPixels": NodeSpec({"image": ["IMAGE", {}],
+                                         "upscale_method": _combo(["nearest-exact", "bilinear", "area", "bicubic",
+                                                                   "lanczos"]),
+                                         "megapixels": ["FLOAT", {"default": 1.0, "min": 0.01, "max": 16.0,
+                                                                  "step": 0.01}]},
+                                        outputs=("IMAGE",), category="image/upscaling", python_module=_POST),
+    "EmptyHunyuanLatentVideo": NodeSpec({"width": ["INT", {**_LATENT_SIZE, "default": 848}],
+                                         "height": ["INT", {**_LATENT_SIZE, "default": 480}],
+                                         "length": ["INT", {"default": 25, "min": 1, "max": 16384, "step": 4}],
+                                         "batch_size": _BATCH},
+                                        outputs=("LATENT",), category="latent/video",
+                                        python_module="comfy_extras.nodes_hunyuan"),
+    "CreateVideo": NodeSpec({"images": ["IMAGE", {"tooltip": "The images to create a video from."}],
+                             "fps": ["FLOAT", {"default": 30.0, "min": 1.0, "max": 120.0, "step": 1.0}]},
+                            optional={"audio": ["AUDIO", {"tooltip": "The audio to add to the video."}]},
+                            outputs=("VIDEO",), category="image/video", display_name="Create Video",
+                            description="Create a video from images.", python_module=_VIDEO),
+    "SaveVideo": NodeSpec({"video": ["VIDEO", {"tooltip": "The video to save."}],
+                           "filename_prefix": ["STRING", {"tooltip": _PREFIX_TIP, "default": "video/ComfyUI",
+                                                          "multiline": False}],
+                           "format": _combo(["auto", "mp4"], tooltip="The format to save the video as."),
+                           "codec": _combo(["auto", "h264"], tooltip="The codec to use for the video.")},
+                          hidden={"prompt": ["PROMPT"], "extra_pnginfo": ["EXTRA_PNGINFO"]}, output_node=True,
+                          category="image/video", display_name="Save Video", python_module=_VIDEO,
+                          description="Saves the input images to your ComfyUI output directory."),
 }
 
 _PACK_RUNNERS = {
