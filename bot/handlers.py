@@ -123,13 +123,16 @@ async def run_command(update: Update, context: CourierContext) -> None:
         await message.reply_text(context.t(update, "too_many_jobs", count=pending))
         return
     await users.upsert_user(context.pool, user.id, user.username, user.first_name, user.language_code)
-    queued = await jobs.enqueue(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
-                                params={"prompt": request.args, "seed": random.randint(0, MAX_SEED),
-                                        "image_file_id": image, "language": user.language_code},
-                                reply_to_message_id=message.message_id)
-    status_message = await message.reply_text(
-        context.t(update, "queued", name=request.name, position=queued.position))
-    await jobs.set_status_message(context.pool, queued.job_id, status_message.message_id)
+    # One transaction around the reply: the job becomes visible (and dispatchers are notified) only
+    # once the user has its status message, and no later UPDATE races a dispatcher's SKIP LOCKED claim.
+    async with context.pool.acquire() as conn, conn.transaction():
+        queued = await jobs.enqueue(conn, user_id=user.id, chat_id=message.chat_id, command=request.name,
+                                    params={"prompt": request.args, "seed": random.randint(0, MAX_SEED),
+                                            "image_file_id": image, "language": user.language_code},
+                                    reply_to_message_id=message.message_id)
+        status_message = await message.reply_text(
+            context.t(update, "queued", name=request.name, position=queued.position))
+        await jobs.set_status_message(conn, queued.job_id, status_message.message_id)
 
 
 def build_handlers() -> list[tuple[BaseHandler, int]]:

@@ -143,7 +143,8 @@ class Dispatcher:
         def say(key: str, **params) -> str:
             return i18n.text(language, key, **params)
 
-        progress = ProgressMessage(job.chat_id, self._status_editor(job), self.throttle)
+        progress = ProgressMessage(job.chat_id, lambda text: self.bot.edit_message_text(
+            text, chat_id=job.chat_id, message_id=job.status_message_id), self.throttle)
         lease = asyncio.create_task(self._keep_lease(job.id), name=f"courier-lease-{job.id}")
         started = time.monotonic()
         try:
@@ -183,19 +184,6 @@ class Dispatcher:
         await jobs.succeed(self.store.pool, job.id, result, worker=self.worker_id)
         await progress.finish(say("done", seconds=time.monotonic() - started))
         return False
-
-    def _status_editor(self, job):
-        """Edits the job's status message; the handler records its id just after enqueueing."""
-        message_id = job.status_message_id
-
-        async def edit(text: str) -> None:
-            nonlocal message_id
-            if message_id is None:
-                message_id = (await jobs.get_job(self.store.pool, job.id)).status_message_id
-            if message_id is not None:
-                await self.bot.edit_message_text(text, chat_id=job.chat_id, message_id=message_id)
-
-        return edit
 
     async def _execute(self, job, active: ActiveJob, progress: ProgressMessage, say) -> dict:
         client = active.client
