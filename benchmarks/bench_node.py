@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import re
 import statistics
@@ -178,6 +179,8 @@ class InProcessComfyUI:
 
         comfy.options.enable_args_parsing()  # ComfyUI reads its flags from sys.argv on import
         import utils.extra_config  # noqa: F401 - first, as in main.py: later imports shadow `utils`
+        if importlib.util.find_spec("av") is None:
+            _stand_in_for_pyav()
         import comfy.utils
         import execution
         import nodes
@@ -219,6 +222,26 @@ class InProcessComfyUI:
     def ui(self) -> dict:
         """What the last prompt's output nodes showed, by node id."""
         return self.executor.history_result["outputs"]
+
+
+def _stand_in_for_pyav() -> None:
+    """Let ComfyUI import without PyAV (a 40 MB wheel, too big to carry to a GPU machine).
+
+    ComfyUI's API module imports it for video types at import time; only video
+    nodes call it, and the weight-free workflows here have none.
+    """
+    import types
+
+    note("PyAV is not installed: a stand-in lets ComfyUI import (video nodes would fail)")
+    names = ("av", "av.container", "av.subtitles", "av.subtitles.stream")
+    modules = {name: types.ModuleType(name) for name in names}
+    modules["av.container"].InputContainer = type("InputContainer", (), {})
+    modules["av.subtitles.stream"].SubtitleStream = type("SubtitleStream", (), {})
+    for name, module in modules.items():
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(modules[parent], child, module)
+    sys.modules.update(modules)
 
 
 class _NoClients:

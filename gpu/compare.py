@@ -96,9 +96,11 @@ def build_table(runs: Iterable[BenchmarkRun], old: Side, new: Side,
 
 
 def _newer(run: BenchmarkRun, other: BenchmarkRun) -> bool:
+    """Whether ``run`` replaces ``other``: a stored run beats a reference (unstored) one;
+    the later stored run wins, and among reference runs the one listed later."""
     if run.created_at is None or other.created_at is None:
-        return run.created_at is not None or other.created_at is None  # later in the list wins
-    return run.created_at >= other.created_at
+        return other.created_at is None
+    return run.created_at > other.created_at
 
 
 def reference_data() -> dict:
@@ -143,7 +145,7 @@ def to_text(table: Table) -> str:
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     def fmt(line):
         return "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                         for i, (cell, w) in enumerate(zip(line, widths)))
+                         for i, (cell, w) in enumerate(zip(line, widths, strict=True)))
     legend = [f"old: {table.old.label}", f"new: {table.new.label}",
               f"{table.statistic} seconds per run; saved = (old - new) / old; ratio = old / new"]
     return "\n".join(legend + ["", fmt(header)] + [fmt(line) for line in body])

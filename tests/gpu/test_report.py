@@ -71,7 +71,7 @@ def test_comparison_chart_draws_old_and_new_bars_per_workflow():
     old = bars(image, report.OLD, 100, report.HEIGHT - 70)
     new = bars(image, report.NEW, 100, report.HEIGHT - 70)
     assert len(old) == len(new) == len(table.rows)
-    for (_, old_h), (_, new_h), row in zip(old, new, table.rows):
+    for (_, old_h), (_, new_h), row in zip(old, new, table.rows, strict=True):
         assert new_h < old_h
         assert abs(new_h / old_h - row.new_s / row.old_s) < 0.05
 
