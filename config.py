@@ -82,6 +82,9 @@ class Settings:
                               "Public URL Telegram should POST updates to; empty = long polling")
     webhook_secret: Secret = _field("COURIER_WEBHOOK_SECRET", Secret(""),
                                     "Secret token Telegram sends with each webhook update")
+    admin_token: Secret = _field("COURIER_ADMIN_TOKEN", Secret(""),
+                                 "Token for the /courier admin routes (Authorization: Bearer <token>); "
+                                 "empty = those routes refuse")
     progress_interval_s: float = _field("COURIER_PROGRESS_INTERVAL_S", 3.0,
                                         "Minimum seconds between progress edits in one chat", minimum=0.0)
     max_image_mb: float = _field("COURIER_MAX_IMAGE_MB", 20.0,

@@ -1,5 +1,10 @@
-"""Courier's HTTP routes, all under /courier/: one RouteTableDef per module."""
+"""Courier's HTTP routes, all under /courier/: one RouteTableDef per module.
 
-from . import anyone, health, telegram_webhook
+Access is decided per route by ``api.endpoint`` (admin token, or read-only from this machine);
+health and anyone stay public as before; the Telegram webhook checks its own secret.
+"""
 
-ROUTE_TABLES = (health.routes, anyone.routes, telegram_webhook.routes)
+from . import anyone, backends, benchmarks, commands, health, jobs, sessions, telegram_webhook
+
+ROUTE_TABLES = (health.routes, anyone.routes, telegram_webhook.routes, commands.routes, jobs.routes,
+                sessions.routes, backends.routes, benchmarks.routes)

@@ -31,3 +31,26 @@ async def set_last_outputs(db: Db, chat_id: int, user_id: int, outputs: list[dic
     """Replace the user's last outputs in this chat (the user row must exist)."""
     async with acquire(db) as conn:
         await conn.execute(query("set_last_outputs"), chat_id, user_id, outputs)
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One user's activity: chats with a session, jobs by status, when they last did anything."""
+
+    user_id: int
+    username: str | None
+    first_name: str | None
+    is_admin: bool
+    chats: int
+    queued: int
+    running: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    last_active_at: datetime | None
+
+
+async def session_summaries(db: Db, *, limit: int = 100) -> list[SessionSummary]:
+    """Users, most recently active first."""
+    async with acquire(db) as conn:
+        return [SessionSummary(**row) for row in await conn.fetch(query("session_summaries"), limit)]

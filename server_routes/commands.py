@@ -1,0 +1,135 @@
+"""/courier/commands: the bot's command table -- list, publish a graph, enable/disable, delete, export.
+
+| method | path | access | body |
+| --- | --- | --- | --- |
+| GET | /courier/commands | status | |
+| POST | /courier/commands | admin | ``{workflow, name?, description?, owner?, replace?}`` |
+| PATCH | /courier/commands/{name} | admin | ``{enabled}`` |
+| DELETE | /courier/commands/{name} | admin | |
+| GET | /courier/commands/{name}/export | status | |
+
+Every change refreshes the bot's command menu (setMyCommands) at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from aiohttp import web
+
+from ..jobs.workflow import WorkflowError
+from ..runtime import COURIER, Courier
+from ..store import commands
+from . import publish
+from .api import ADMIN, STATUS, ApiError, Field, check_body, endpoint, json_response, read_json, store_of
+
+routes = web.RouteTableDef()
+
+NODE_TYPES = web.AppKey("courier_node_types", Collection[str])
+"""Node types a published graph may use; absent = those of the ComfyUI we run in."""
+
+PUBLISH_BODY = {
+    "workflow": Field(dict, required=True),
+    "name": Field(str, max_length=64),
+    "description": Field(str, max_length=256),
+    "owner": Field(str, max_length=64),
+    "replace": Field(bool),
+}
+PATCH_BODY = {"enabled": Field(bool, required=True)}
+
+
+@routes.get("/courier/commands")
+@endpoint(STATUS)
+async def list_commands(request: web.Request) -> web.Response:
+    listed = await commands.list_commands(store_of(request.app[COURIER]).pool)
+    return json_response({"commands": [publish.summary(c) for c in listed]})
+
+
+@routes.post("/courier/commands")
+@endpoint(ADMIN)
+async def publish_command(request: web.Request) -> web.Response:
+    courier = request.app[COURIER]
+    body = check_body(await read_json(request), PUBLISH_BODY)
+    try:
+        published = await publish.publish(
+            store_of(courier).pool, body["workflow"], _node_types(request.app), name=body.get("name"),
+            description=body.get("description", ""), owner=body.get("owner", "editor"),
+            replace=body.get("replace", False))
+    except WorkflowError as exc:
+        raise ApiError(400, "bad_workflow", str(exc)) from None
+    except publish.ReservedName as exc:
+        raise ApiError(409, "reserved_name", str(exc)) from None
+    except ValueError as exc:
+        raise ApiError(400, "bad_name", str(exc)) from None
+    except publish.NameTaken as exc:
+        raise ApiError(409, "command_exists", str(exc)) from None
+    return json_response({"command": publish.summary(published.command),
+                          "menu_updated": await _refresh_menu(courier)},
+                         status=201 if published.created else 200)
+
+
+@routes.patch("/courier/commands/{name}")
+@endpoint(ADMIN)
+async def set_enabled(request: web.Request) -> web.Response:
+    courier = request.app[COURIER]
+    name = _name(request)
+    body = check_body(await read_json(request), PATCH_BODY)
+    command = await commands.set_command_enabled(store_of(courier).pool, name, body["enabled"])
+    if command is None:
+        raise _not_found(name)
+    return json_response({"command": publish.summary(command), "menu_updated": await _refresh_menu(courier)})
+
+
+@routes.delete("/courier/commands/{name}")
+@endpoint(ADMIN)
+async def delete_command(request: web.Request) -> web.Response:
+    courier = request.app[COURIER]
+    name = _name(request)
+    pool = store_of(courier).pool
+    command = await commands.get_command(pool, name)
+    if command is None:
+        raise _not_found(name)
+    if command.source == "seed":
+        raise ApiError(409, "shipped_command", f"/{name} ships with Courier and comes back when it starts; "
+                                               "disable it instead (PATCH {\"enabled\": false})")
+    await commands.delete_command(pool, name)
+    return json_response({"deleted": name, "menu_updated": await _refresh_menu(courier)})
+
+
+@routes.get("/courier/commands/{name}/export")
+@endpoint(STATUS)
+async def export_command(request: web.Request) -> web.Response:
+    name = _name(request)
+    command = await commands.get_command(store_of(request.app[COURIER]).pool, name)
+    if command is None:
+        raise _not_found(name)
+    return json_response(command.workflow,
+                         headers={"Content-Disposition": f'attachment; filename="{name}.json"'})
+
+
+def _name(request: web.Request) -> str:
+    try:
+        return commands.check_name(request.match_info["name"])
+    except ValueError as exc:
+        raise ApiError(400, "bad_name", str(exc)) from None
+
+
+def _not_found(name: str) -> ApiError:
+    return ApiError(404, "no_such_command", f"there is no command /{name}")
+
+
+def _node_types(app: web.Application) -> Collection[str]:
+    if NODE_TYPES in app:
+        return app[NODE_TYPES]
+    try:
+        return publish.comfyui_node_types()
+    except ImportError:
+        raise ApiError(503, "no_node_list", "not running inside ComfyUI: its node list is unknown") from None
+
+
+async def _refresh_menu(courier: Courier) -> bool:
+    """Update the bot's command menu; False when the bot is not running."""
+    if courier.bot is None:
+        return False
+    await courier.bot.publish_command_menu()
+    return True
