@@ -1,19 +1,53 @@
-"""Telegram Output: marks the images the bot delivers; saves them losslessly."""
+"""Telegram Output: saves what the bot delivers -- lossless images, or a video -- and can send it from the editor.
+
+A bot job's results are sent by the dispatcher, which reads this node's UI output. Run from
+the editor with ``send_to_chat`` set, the node sends the render itself through the running
+Courier's bot ("send this render to my Telegram"); publishing the graph as a command resets
+that input, so bot jobs never send twice.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
+from typing import Any, NamedTuple
 
 from .. import imaging
+
+IMAGES_AS = ("images", "animation")
+CHAT_ID = re.compile(r"-?[0-9]{1,20}")
+SEND_TIMEOUT_S = 120.0
+
+
+class Saved(NamedTuple):
+    path: str
+    ref: dict[str, str]  # {filename, subfolder, type}: what ComfyUI's UI and the dispatcher read
+
+
+class Target(NamedTuple):
+    """Where numbered output files go, as ComfyUI's ``folder_paths.get_save_image_path`` says."""
+
+    folder: str
+    name: str
+    counter: int
+    subfolder: str
+
+    def file(self, index: int, suffix: str) -> Saved:
+        filename = f"{self.name}_{self.counter + index:05}_{suffix}"
+        return Saved(os.path.join(self.folder, filename),
+                     {"filename": filename, "subfolder": self.subfolder, "type": "output"})
 
 
 class TelegramOutput:
     NODE_ID = "CourierTelegramOutput"
     DISPLAY_NAME = "Telegram Output (Courier)"
     CATEGORY = "Courier/Telegram"
-    DESCRIPTION = ("Images connected here are sent back to the Telegram chat as lossless files. "
-                   "Workflow metadata is stripped unless keep_metadata is on.")
+    DESCRIPTION = ("What is connected here is sent back to the Telegram chat: images as lossless files, "
+                   "or a video (connect a VIDEO, or set images_as to animation to turn the frames into an "
+                   "MP4). Workflow metadata is stripped unless keep_metadata is on. In the editor, set "
+                   "send_to_chat to your Telegram id to get the render in your chat.")
     RETURN_TYPES = ()
     FUNCTION = "deliver"
     OUTPUT_NODE = True
@@ -22,37 +56,145 @@ class TelegramOutput:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "images": ("IMAGE",),
                 "filename_prefix": ("STRING", {"default": "courier/result"}),
             },
             "optional": {
+                "images": ("IMAGE",),
+                "video": ("VIDEO",),
+                "images_as": (list(IMAGES_AS), {"default": "images",
+                                                "tooltip": "animation: the images are the frames of one MP4"}),
+                "fps": ("FLOAT", {"default": 8.0, "min": 1.0, "max": 120.0, "step": 1.0,
+                                  "tooltip": "Frame rate when images_as is animation"}),
                 "keep_metadata": ("BOOLEAN", {"default": False,
-                                              "tooltip": "Embed the workflow in the PNG (others can read it)"}),
+                                              "tooltip": "Embed the workflow in the file (others can read it)"}),
+                "send_to_chat": ("STRING", {"default": "",
+                                            "tooltip": "Editor only: also send the render to this Telegram chat "
+                                                       "id (your user id for your private chat with the bot). "
+                                                       "Reset when the graph is published as a command."}),
             },
             "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
         }
 
-    def deliver(self, images, filename_prefix="courier/result", keep_metadata=False,
-                prompt=None, extra_pnginfo=None):
-        import folder_paths
+    @classmethod
+    def VALIDATE_INPUTS(cls, send_to_chat=""):
+        if send_to_chat.strip() and not CHAT_ID.fullmatch(send_to_chat.strip()):
+            return f"send_to_chat must be a Telegram chat id (a number), not {send_to_chat!r}"
+        return True
 
-        output_dir = folder_paths.get_output_directory()
-        folder, name, counter, subfolder, _ = folder_paths.get_save_image_path(
-            filename_prefix, output_dir, images[0].shape[1], images[0].shape[0])
+    async def deliver(self, filename_prefix="courier/result", images=None, video=None, images_as="images",
+                      fps=8.0, keep_metadata=False, send_to_chat="", prompt=None, extra_pnginfo=None):
+        if (images is None) == (video is None):
+            raise ValueError("connect either images or a video to Telegram Output "
+                             "(use two Telegram Output nodes to send both)")
         metadata = workflow_metadata(prompt, extra_pnginfo) if keep_metadata else None
-        results = []
-        for index, tensor in enumerate(images):
-            filename = f"{name}_{counter + index:05}_.png"
-            png = imaging.encode_png(imaging.array_to_image(tensor.cpu().numpy()), metadata)
-            with open(os.path.join(folder, filename), "wb") as fh:
-                fh.write(png)
-            results.append({"filename": filename, "subfolder": subfolder, "type": "output"})
-        return {"ui": {"images": results}}
+        if video is None and images_as == "images":
+            saved = save_images(images, output_target(filename_prefix, images.shape[2], images.shape[1]), metadata)
+            ui = {"images": [s.ref for s in saved]}
+        else:
+            if video is None:
+                video = frames_to_video(images, fps)
+            saved = [save_video(video, output_target(filename_prefix, *video.get_dimensions()), metadata)]
+            ui = {"images": [s.ref for s in saved], "animated": (True,)}  # as ComfyUI's SaveVideo
+        if send_to_chat.strip():
+            await send_from_editor(*running_courier(), int(send_to_chat.strip()), [s.path for s in saved])
+        return {"ui": ui}
 
 
-def workflow_metadata(prompt, extra_pnginfo) -> dict[str, str]:
-    """The PNG text chunks ComfyUI's SaveImage writes, for users who opt in."""
-    chunks = {"prompt": json.dumps(prompt)} if prompt is not None else {}
-    for key, value in (extra_pnginfo or {}).items():
-        chunks[key] = json.dumps(value)
-    return chunks
+def workflow_metadata(prompt, extra_pnginfo) -> dict[str, Any]:
+    """What ComfyUI's save nodes embed: the prompt and the editor's extra_pnginfo (the workflow)."""
+    found = {"prompt": prompt} if prompt is not None else {}
+    found.update(extra_pnginfo or {})
+    return found
+
+
+def output_target(filename_prefix: str, width: int, height: int) -> Target:
+    """The next free numbered files for ``filename_prefix`` in ComfyUI's output directory."""
+    import folder_paths
+
+    folder, name, counter, subfolder, _ = folder_paths.get_save_image_path(
+        filename_prefix, folder_paths.get_output_directory(), width, height)
+    return Target(folder, name, counter, subfolder)
+
+
+def save_images(images, target: Target, metadata: dict[str, Any] | None) -> list[Saved]:
+    """Each image of the batch as a lossless PNG, with only ``metadata`` as (JSON) text chunks."""
+    chunks = {key: json.dumps(value) for key, value in metadata.items()} if metadata else None
+    saved = []
+    for index, tensor in enumerate(images):
+        file = target.file(index, ".png")
+        with open(file.path, "wb") as fh:
+            fh.write(imaging.encode_png(imaging.array_to_image(tensor.cpu().numpy()), chunks))
+        saved.append(file)
+    return saved
+
+
+def frames_to_video(images, fps: float):
+    """The batch of images as the frames of one ComfyUI VIDEO."""
+    from fractions import Fraction
+
+    from comfy_api.input_impl import VideoFromComponents
+    from comfy_api.util import VideoComponents
+
+    return VideoFromComponents(VideoComponents(images=images, frame_rate=Fraction(fps)))
+
+
+def save_video(video, target: Target, metadata: dict[str, Any] | None) -> Saved:
+    """An MP4 as ComfyUI's SaveVideo writes it; without ``metadata`` none is left in the file."""
+    file = target.file(0, ".mp4")
+    video.save_to(file.path, format="auto", codec="auto", metadata=metadata or None)
+    if not metadata:
+        strip_video_metadata(file.path)  # a video loaded from a file keeps that file's tags otherwise
+    return file
+
+
+def strip_video_metadata(path: str) -> None:
+    """Rewrite the container without its metadata tags (streams copied, not re-encoded)."""
+    import av
+
+    root, suffix = os.path.splitext(path)
+    partial = f"{root}.partial{suffix}"  # the muxer is chosen by the suffix, as for the original
+    with av.open(path) as source:
+        with av.open(partial, mode="w") as target:
+            streams = {stream.index: target.add_stream_from_template(stream) for stream in source.streams
+                       if stream.type in ("video", "audio")}
+            for packet in source.demux(*(s for s in source.streams if s.index in streams)):
+                if packet.dts is not None:
+                    packet.stream = streams[packet.stream.index]
+                    target.mux(packet)
+    os.replace(partial, path)
+
+
+async def send_files(bot, chat_id: int, paths: list[str]) -> list[dict[str, Any]]:
+    """Send files to a chat as the dispatcher sends job results (lossless file, then a preview)."""
+    from ..jobs.delivery import deliver_file
+
+    sent = []
+    for path in paths:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        sent.append(await deliver_file(bot, chat_id, None, os.path.basename(path), data))
+    return sent
+
+
+async def send_from_editor(courier, loop: asyncio.AbstractEventLoop, chat_id: int, paths: list[str]) -> None:
+    """Send through ``courier``'s bot on ``loop`` (the server's, where the bot lives)."""
+    if courier is None or courier.bot is None:
+        reason = courier.health.report()["bot"]["reason"] if courier is not None else "Courier is not loaded"
+        raise RuntimeError(f"cannot send to Telegram chat {chat_id}: the bot is not running ({reason}); "
+                           f"the render is saved in {os.path.dirname(paths[0])}")
+    future = asyncio.run_coroutine_threadsafe(send_files(courier.bot.application.bot, chat_id, paths), loop)
+    await asyncio.wait_for(asyncio.wrap_future(future), SEND_TIMEOUT_S)
+
+
+def running_courier():
+    """(the Courier this ComfyUI runs, or None; the server's event loop, where its bot lives).
+
+    Nodes execute on ComfyUI's worker thread; the Courier sits on ComfyUI's aiohttp app under
+    the ``COURIER`` AppKey (host.attach), like every service of the pack.
+    """
+    from server import PromptServer
+
+    from ..runtime import COURIER
+
+    server = PromptServer.instance
+    return server.app.get(COURIER), server.loop

@@ -1,0 +1,46 @@
+"""Telegram Input without ComfyUI: the editor defaults render a card, the job's values pass through."""
+
+import pytest
+
+from comfyui_courier.nodes.telegram_input import TelegramInput
+
+torch = pytest.importorskip("torch")
+
+
+def defaults():
+    spec = TelegramInput.INPUT_TYPES()
+    return {name: options[1]["default"] for part in ("required", "optional")
+            for name, options in spec[part].items()}
+
+
+def test_the_editor_defaults_run_without_a_bot():
+    values = defaults()
+    prompt, image, mask, seed, width, height, chat_id, user_id = TelegramInput().receive(**values)
+    assert prompt == values["prompt"] and seed == values["seed"]
+    assert image.shape == (1, values["height"], values["width"], 3) and image.dtype == torch.float32
+    assert mask.shape == (1, values["height"], values["width"]) and float(mask.abs().max()) == 0.0
+    assert (width, height) == (values["width"], values["height"])
+    assert (chat_id, user_id) == ("", "")
+    assert 0.0 <= float(image.min()) and float(image.max()) <= 1.0
+
+
+def test_a_job_s_values_come_out_as_given():
+    values = {**defaults(), "prompt": "hi", "seed": 7, "width": 320, "height": 200, "chat_id": "-100",
+              "user_id": "42"}
+    prompt, image, _, seed, width, height, chat_id, user_id = TelegramInput().receive(**values)
+    assert (prompt, seed, width, height, chat_id, user_id) == ("hi", 7, 320, 200, "-100", "42")
+    assert image.shape[1:3] == (200, 320)
+
+
+def test_the_card_depends_on_prompt_and_seed():
+    base = defaults()
+    first = TelegramInput().receive(**base)[1]
+    assert torch.equal(first, TelegramInput().receive(**base)[1])
+    assert not torch.equal(first, TelegramInput().receive(**{**base, "prompt": "other"})[1])
+
+
+def test_outputs_and_widgets_are_what_the_issue_lists():
+    assert TelegramInput.RETURN_NAMES == ("prompt", "image", "mask", "seed", "width", "height", "chat_id", "user_id")
+    assert TelegramInput.RETURN_TYPES == ("STRING", "IMAGE", "MASK", "INT", "INT", "INT", "STRING", "STRING")
+    assert {"command", "prompt", "seed", "width", "height", "image", "require_image"} <= set(defaults())
+    assert TelegramInput.IS_CHANGED(image="") == ""
