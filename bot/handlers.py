@@ -118,14 +118,16 @@ async def run_command(update: Update, context: CourierContext) -> None:
         if image is None:
             await message.reply_text(context.t(update, "needs_image", name=request.name))
             return
-    pending = await jobs.count_active(context.pool, user.id)
-    if pending >= context.settings.max_jobs_per_user:
-        await message.reply_text(context.t(update, "too_many_jobs", count=pending))
-        return
-    await users.upsert_user(context.pool, user.id, user.username, user.first_name, user.language_code)
-    # One transaction around the reply: the job becomes visible (and dispatchers are notified) only
-    # once the user has its status message, and no later UPDATE races a dispatcher's SKIP LOCKED claim.
+    # One transaction around the checks and the reply. Upserting the user locks their row, so one
+    # user's commands are queued one at a time (the cap holds under a flood); the job becomes
+    # visible (and dispatchers are notified) only once the user has its status message, and no
+    # later UPDATE races a dispatcher's SKIP LOCKED claim.
     async with context.pool.acquire() as conn, conn.transaction():
+        await users.upsert_user(conn, user.id, user.username, user.first_name, user.language_code)
+        pending = await jobs.count_active(conn, user.id)
+        if pending >= context.settings.max_jobs_per_user:
+            await message.reply_text(context.t(update, "too_many_jobs", count=pending))
+            return
         queued = await jobs.enqueue(conn, user_id=user.id, chat_id=message.chat_id, command=request.name,
                                     params={"prompt": request.args, "seed": random.randint(0, MAX_SEED),
                                             "image_file_id": image, "language": user.language_code},

@@ -2,6 +2,7 @@
 the dispatcher and a ComfyUI backend (the transcript-faithful fake; a real ComfyUI too
 when COMFYUI_DIR is set)."""
 
+import contextlib
 import io
 import os
 from pathlib import Path
@@ -30,7 +31,26 @@ async def backend_url(request):
 
 
 @pytest.fixture
+async def fake_comfy():
+    async with FakeComfyUI() as fake:
+        yield fake
+
+
+@pytest.fixture
 async def courier(botapi, botapi_bot, pg_database, backend_url, tmp_path):
+    async with running_courier(botapi, botapi_bot, pg_database, backend_url, tmp_path) as service:
+        yield service
+
+
+@pytest.fixture
+async def courier_on_fake(botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
+    """For the bot's own behaviour: one backend is enough, the controllable fake."""
+    async with running_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path) as service:
+        yield service
+
+
+@contextlib.asynccontextmanager
+async def running_courier(botapi, botapi_bot, pg_database, backend_url, tmp_path):
     settings = load_settings(None, {
         "TELEGRAM_BOT_TOKEN": botapi_bot.token,
         "COURIER_TELEGRAM_API_URL": botapi.url,
@@ -40,11 +60,13 @@ async def courier(botapi, botapi_bot, pg_database, backend_url, tmp_path):
     })
     service = Courier(settings, Path(tmp_path), backend_url)
     await service.start()
-    await service.booted()
-    assert service.health.state("bot") == "ok", service.health_report()
-    assert service.health.state("dispatcher") == "ok", service.health_report()
-    yield service
-    await service.stop()
+    try:
+        await service.booted()
+        assert service.health.state("bot") == "ok", service.health_report()
+        assert service.health.state("dispatcher") == "ok", service.health_report()
+        yield service
+    finally:
+        await service.stop()
 
 
 def png(data: bytes) -> np.ndarray:
@@ -126,3 +148,69 @@ async def test_help_lists_the_command_table_and_unknown_commands_are_explained(c
     await botapi_bot.wait_for_call("sendMessage", where=lambda c: "/nosuch" in c.params["text"] and "/help" in c.params["text"])
     botapi_bot.inject_text(USER, "/demo")
     await botapi_bot.wait_for_call("sendMessage", where=lambda c: "add a description" in c.params["text"])
+
+
+def sent_texts(bot):
+    return [c.params.get("text") for c in bot.outbox if c.method in ("sendMessage", "editMessageText")]
+
+
+def picture(color=(200, 40, 40), size=(64, 48), fmt="PNG") -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, color).save(out, format=fmt)
+    return out.getvalue()
+
+
+async def test_photo_with_command_caption_is_edited(courier_on_fake, botapi_bot):
+    request = botapi_bot.inject_photo(USER, picture(), caption="/demoedit invert this")
+    result = png(botapi_bot.file_bytes((await result_document(botapi_bot, request))["document"]["file_id"]))
+    assert result.shape[2] == 3 and abs(result.mean() - (255 - np.asarray(Image.open(io.BytesIO(picture()))).mean())) < 3
+
+
+async def test_edit_without_any_picture_explains_what_to_do(courier_on_fake, botapi_bot):
+    botapi_bot.inject_text(USER, "/demoedit make it pop")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: "reply to one" in c.params["text"])
+    async with courier_on_fake.store.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM courier_jobs") == 0
+
+
+async def test_corrupt_image_fails_the_job_with_a_clear_reason(courier_on_fake, botapi_bot):
+    botapi_bot.inject_document(USER, b"\x89PNG\r\n\x1a\n not really", "broken.png", mime_type="image/png",
+                               caption="/demoedit")
+    failed = await botapi_bot.wait_for_call("editMessageText", where=lambda c: "failed" in c.params["text"], timeout=30)
+    assert "couldn't use that picture" in failed.params["text"]
+    request = botapi_bot.inject_text(USER, "/demo still fine")
+    await result_document(botapi_bot, request)
+
+
+async def test_flood_is_capped_status_lists_and_cancel_clears(courier_on_fake, botapi_bot, fake_comfy):
+    fake_comfy.pause()  # nothing finishes while we flood
+    limit = courier_on_fake.settings.max_jobs_per_user
+    for index in range(limit + 2):
+        botapi_bot.inject_text(USER, f"/demo flood {index}")
+    try:
+        await botapi_bot.wait_for_call("sendMessage", where=lambda c: "already have" in c.params["text"])
+    except TimeoutError:
+        raise AssertionError(sent_texts(botapi_bot))
+    await botapi_bot.emulator.wait_for(lambda: sum("Queued /demo" in (t or "") for t in sent_texts(botapi_bot)) == limit)
+    async with courier_on_fake.store.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM courier_jobs") == limit
+
+    botapi_bot.inject_text(USER, "/status")
+    status = await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"].startswith("#"))
+    assert status.params["text"].count("/demo") == limit and "running" in status.params["text"]
+
+    botapi_bot.inject_text(USER, "/cancel")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"] == f"Cancelled {limit} job(s).")
+    fake_comfy.resume()
+    async with courier_on_fake.store.pool.acquire() as conn:
+        statuses = await conn.fetch("SELECT status FROM courier_jobs")
+    assert {r["status"] for r in statuses} == {"cancelled"}
+    botapi_bot.inject_text(USER, "/cancel")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: "no jobs to cancel" in c.params["text"])
+
+
+async def test_replies_follow_the_users_language(courier_on_fake, botapi_bot):
+    botapi_bot.emulator.add_user(USER, "Anna", language_code="de")
+    botapi_bot.inject_text(USER, "/demo hallo")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: "eingereiht" in c.params["text"])
+    await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"].startswith("Fertig"), timeout=30)
