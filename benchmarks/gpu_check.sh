@@ -14,8 +14,10 @@
 #      originals keep their devices; the Benchmark node measures a weight-free workflow placed
 #      on $DEVICE, then on the CPU; the node's cost per run on the GPU.
 #   3. + all that ComfyUI's server and the pack need: benchmarks/bench_node.py --gpu (the node
-#      against "Prompt executed in", the run stored in PostgreSQL).
-# No internet and no model weights are needed. Environment: PYTHON (default python3),
+#      against "Prompt executed in", the run stored in PostgreSQL). The lent GPU machines lack
+#      ComfyUI's frontend and database packages (too large to carry), so expect it skipped there.
+# No internet and no model weights are needed; PyAV, which ComfyUI imports for video, gets a
+# stand-in when missing (benchmarks/bench_node.py). Environment: PYTHON (default python3),
 # DEVICE (default cuda:0), GPU_CHECK_ALLOW_CPU=1 to try the tiers on a machine without CUDA.
 set -uo pipefail
 cd "$(dirname "$0")/.."
