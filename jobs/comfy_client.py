@@ -238,6 +238,8 @@ class _Run:
     outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
     executed_nodes: list[str] = dataclasses.field(default_factory=list)
     failure: ComfyError | None = None  # raised once the prompt has left the backend's queue
+    started_ms: int | None = None  # execution_start / execution_success stamps (backend clock)
+    succeeded_ms: int | None = None
 
     @property
     def prompt_id(self) -> str:
@@ -476,6 +478,9 @@ class ComfyClient:
         finally:
             if stream is not None:
                 await stream.close()
+        if run.started_ms is not None and run.succeeded_ms is not None:
+            # every frame of the run arrived: the outputs are complete without asking /history
+            return PromptResult(run.prompt_id, run.outputs, run.succeeded_ms - run.started_ms)
         entry = await self.history(run.prompt_id)
         if entry is None:
             return PromptResult(run.prompt_id, run.outputs, None)
@@ -497,13 +502,17 @@ class ComfyClient:
         if data.get("prompt_id", run.prompt_id) != run.prompt_id:
             return False  # another client's prompt (broadcast progress)
         if event.type == "status":
-            await run.report(queue_remaining=data.get("status", {}).get("exec_info", {}).get("queue_remaining"))
-            if not run.progress.running:
+            remaining = data.get("status", {}).get("exec_info", {}).get("queue_remaining")
+            await run.report(queue_remaining=remaining)
+            if remaining == 1 and not run.progress.running:  # ours alone: next up, no need to ask /queue
+                await run.report(ahead=0)
+            elif not run.progress.running:
                 try:  # the queue position; notices a deleted prompt (if it ended, its frames follow)
                     await self._catch_up(run)
                 except (BackendUnavailable, RequestFailed) as exc:
                     log.info("queue position of %s unknown: %s", run.prompt_id, exc)
         elif event.type == "execution_start":
+            run.started_ms = data.get("timestamp")
             await run.report(running=True, ahead=None)
         elif event.type == "execution_cached":
             cached = set(data.get("nodes", []))
@@ -525,6 +534,8 @@ class ComfyClient:
                              value=data.get("value"), max=data.get("max"))
         elif event.type == "executed":
             run.outputs[str(data.get("node"))] = data.get("output") or {}
+        elif event.type == "execution_success":
+            run.succeeded_ms = data.get("timestamp")
         elif event.type == "execution_error":
             run.failure = ExecutionFailed(data)
         elif event.type == "execution_interrupted":

@@ -143,7 +143,7 @@ async def test_main_serves_standalone_until_interrupted(http):
         sys.executable, "-c", LAUNCH, str(PACK_ROOT), "--port", "0", "--token", "99:standalone",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd="/")
     try:
-        first_line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
+        first_line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()  # a cold interpreter on a busy machine
         url = first_line.rsplit(" ", 1)[-1].strip()
         assert url.startswith("http://127.0.0.1:")
         async with http.get(f"{url}/bot99:standalone/getMe") as response:
