@@ -130,7 +130,8 @@ async def run_command(update: Update, context: CourierContext) -> None:
             return
         queued = await jobs.enqueue(conn, user_id=user.id, chat_id=message.chat_id, command=request.name,
                                     params={"prompt": request.args, "seed": random.randint(0, MAX_SEED),
-                                            "image_file_id": image, "language": user.language_code},
+                                            "image_file_id": image, "language": user.language_code,
+                                            "workflow": command.workflow},  # runs as it was when queued
                                     reply_to_message_id=message.message_id)
         status_message = await message.reply_text(
             context.t(update, "queued", name=request.name, position=queued.position))

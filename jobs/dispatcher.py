@@ -23,7 +23,7 @@ from .. import imaging
 from ..bot import i18n
 from ..config import Settings
 from ..health import Health
-from ..store import commands, jobs, sessions
+from ..store import jobs, sessions
 from ..anyone.transport import make_connector
 from .comfy_client import BackendUnavailable, ComfyClient, ComfyError, describe_error
 from .delivery import deliver_file
@@ -187,9 +187,6 @@ class Dispatcher:
 
     async def _execute(self, job, active: ActiveJob, progress: ProgressMessage, say) -> dict:
         client = active.client
-        command = await commands.get_command(self.store.pool, job.command)
-        if command is None:
-            raise JobError(say("unknown_command", name=job.command))
         image_name = ""
         if job.params.get("image_file_id"):
             telegram_file = await self.bot.get_file(job.params["image_file_id"])
@@ -199,7 +196,7 @@ class Dispatcher:
             except imaging.BadImage as exc:
                 raise JobError(say("bad_image", reason=exc)) from None
             image_name = await client.upload_image(data, f"job-{job.id}.png")
-        workflow = fill_job(command.workflow, prompt=job.params.get("prompt", ""), seed=job.params["seed"],
+        workflow = fill_job(job.params["workflow"], prompt=job.params.get("prompt", ""), seed=job.params["seed"],
                             image=image_name, chat_id=job.chat_id, user_id=job.user_id)
 
         async def on_progress(event) -> None:

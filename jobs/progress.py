@@ -3,6 +3,7 @@
 Telegram allows roughly one message edit per second per chat before answering
 429; progress frames arrive far faster, so we keep only the newest text and
 send it when the chat's interval has passed. The last edit is never dropped.
+Edits run in the background: a slow Bot API never holds up the job itself.
 """
 
 from __future__ import annotations
@@ -41,25 +42,27 @@ class ProgressMessage:
         self._edit = edit
         self._throttle = throttle
         self._shown = ""
-        self._lock = asyncio.Lock()
+        self._pending: asyncio.Task | None = None
 
     async def update(self, text: str) -> None:
-        """Show ``text`` if the chat may be edited now; otherwise drop it (a newer one follows)."""
-        if text == self._shown or not self._throttle.try_acquire(self.chat_id):
+        """Start showing ``text`` if the chat may be edited now; otherwise drop it (a newer one follows)."""
+        if text == self._shown or (self._pending and not self._pending.done()):
             return
-        await self._show(text)
+        if self._throttle.try_acquire(self.chat_id):
+            self._pending = asyncio.create_task(self._show(text), name=f"courier-progress-{self.chat_id}")
 
     async def finish(self, text: str) -> None:
-        """The final text, always shown."""
+        """The final text, always shown, after any edit still in flight."""
+        if self._pending is not None:
+            await self._pending
         if text != self._shown:
             await self._show(text)
 
     async def _show(self, text: str) -> None:
-        async with self._lock:
-            try:
-                await self._edit(text)
-                self._shown = text
-            except BadRequest as exc:  # e.g. the user deleted the message: progress is best effort
-                log.info("progress edit in chat %s skipped: %s", self.chat_id, exc)
-            except TelegramError as exc:
-                log.warning("progress edit in chat %s failed: %s", self.chat_id, exc)
+        try:
+            await self._edit(text)
+            self._shown = text
+        except BadRequest as exc:  # e.g. the user deleted the message: progress is best effort
+            log.info("progress edit in chat %s skipped: %s", self.chat_id, exc)
+        except TelegramError as exc:
+            log.warning("progress edit in chat %s failed: %s", self.chat_id, exc)
