@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import importlib.util
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -173,6 +175,7 @@ class InProcessComfyUI:
     @classmethod
     async def start(cls, comfyui_dir: str, cpu: bool) -> "InProcessComfyUI":
         base = tempfile.mkdtemp(prefix="courier-in-process-")  # previews go here, not into ComfyUI
+        atexit.register(shutil.rmtree, base, True)
         sys.path.insert(0, str(comfyui_dir))
         sys.argv = [sys.argv[0], "--base-directory", base] + (["--cpu"] if cpu else [])
         import comfy.options
@@ -286,7 +289,7 @@ async def overhead_worker(comfyui_dir: str, cpu: bool, device: str, size: int, p
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="measured runs per session (default 5)")
-    parser.add_argument("--pairs", type=int, default=300, help="overhead pairs (default 300)")
+    parser.add_argument("--pairs", type=int, default=300, help="overhead pairs (default 300; 0 skips)")
     parser.add_argument("--small-size", type=int, default=256, help="image side for the overhead runs")
     parser.add_argument("--overhead-worker", help=argparse.SUPPRESS)  # JSON; run by this script
     parser.add_argument("--size", type=int, default=1536, help="image side in pixels (default 1536)")
@@ -333,27 +336,37 @@ def main() -> int:
         figure("bench_vs_comfy_time_pct", max(differences), "%")
         figure("bench_vs_comfy_time_mean_pct", statistics.mean(differences), "%")
         figure("bench_run_stored", int("stored as benchmark run" in text), "bool")
+    finally:
+        server.stop()
+        server.kill_leftovers()
+        shutil.rmtree(scratch, ignore_errors=True)
 
-        # 2. overhead, measured apart from the server (see the module docstring)
-        full_median = statistics.median(mine for mine, _ in pairs)
+    # 2. overhead, measured apart from the server (see the module docstring)
+    full_median = statistics.median(mine for mine, _ in pairs)
+    figure("bench_workflow_median_s", full_median, "s")
+    if args.pairs <= 0:
+        note("--pairs 0: the node's overhead is not measured")
+        write_figures(args.out)
+        return 0
+    try:
         worker = subprocess.run(
             [runner.comfyui_python(comfyui_dir), __file__, "--overhead-worker", json.dumps(
                 {"comfyui_dir": str(comfyui_dir), "cpu": not args.gpu, "device": args.device,
                  "size": args.small_size, "pairs": args.pairs})],
             capture_output=True, text=True, timeout=max(60, deadline.remaining()))
-        if worker.returncode != 0:
-            raise RuntimeError("overhead worker failed:\n" + worker.stderr[-4000:])
-        cost = json.loads(worker.stdout.strip().splitlines()[-1])
-        note(f"overhead worker: {cost['pairs']} pairs of {args.small_size}px runs, plain median "
-             f"{cost['plain_median_s'] * 1000:.2f} ms, node cost {cost['overhead_s'] * 1000:.3f} ms "
-             f"(interquartile {cost['overhead_q1_s'] * 1000:.3f} … {cost['overhead_q3_s'] * 1000:.3f} ms)")
-        figure("bench_node_overhead_pct", cost["overhead_s"] / full_median * 100, "%")
-        figure("bench_node_overhead_ms", cost["overhead_s"] * 1000, "ms")
-        figure("bench_node_overhead_small_pct", cost["overhead_s"] / cost["plain_median_s"] * 100, "%")
-        figure("bench_workflow_median_s", full_median, "s")
-    finally:
-        server.stop()
-        server.kill_leftovers()
+    except subprocess.TimeoutExpired:
+        note(f"the overhead runs outlasted the budget (--budget {args.budget:.0f}); try fewer --pairs")
+        write_figures(args.out)
+        return 1
+    if worker.returncode != 0:
+        raise RuntimeError("overhead worker failed:\n" + worker.stderr[-4000:])
+    cost = json.loads(worker.stdout.strip().splitlines()[-1])
+    note(f"overhead worker: {cost['pairs']} pairs of {args.small_size}px runs, plain median "
+         f"{cost['plain_median_s'] * 1000:.2f} ms, node cost {cost['overhead_s'] * 1000:.3f} ms "
+         f"(interquartile {cost['overhead_q1_s'] * 1000:.3f} … {cost['overhead_q3_s'] * 1000:.3f} ms)")
+    figure("bench_node_overhead_pct", cost["overhead_s"] / full_median * 100, "%")
+    figure("bench_node_overhead_ms", cost["overhead_s"] * 1000, "ms")
+    figure("bench_node_overhead_small_pct", cost["overhead_s"] / cost["plain_median_s"] * 100, "%")
     write_figures(args.out)
     return 0
 
