@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from .. import imaging
@@ -153,14 +154,13 @@ def strip_video_metadata(path: str) -> None:
 
     root, suffix = os.path.splitext(path)
     partial = f"{root}.partial{suffix}"  # the muxer is chosen by the suffix, as for the original
-    with av.open(path) as source:
-        with av.open(partial, mode="w") as target:
-            streams = {stream.index: target.add_stream_from_template(stream) for stream in source.streams
-                       if stream.type in ("video", "audio")}
-            for packet in source.demux(*(s for s in source.streams if s.index in streams)):
-                if packet.dts is not None:
-                    packet.stream = streams[packet.stream.index]
-                    target.mux(packet)
+    with av.open(path) as source, av.open(partial, mode="w") as target:
+        streams = {stream.index: target.add_stream_from_template(stream) for stream in source.streams
+                   if stream.type in ("video", "audio")}
+        for packet in source.demux(*(s for s in source.streams if s.index in streams)):
+            if packet.dts is not None:
+                packet.stream = streams[packet.stream.index]
+                target.mux(packet)
     os.replace(partial, path)
 
 
@@ -170,8 +170,7 @@ async def send_files(bot, chat_id: int, paths: list[str]) -> list[dict[str, Any]
 
     sent = []
     for path in paths:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = await asyncio.to_thread(Path(path).read_bytes)  # a video can be large: not on the loop
         sent.append(await deliver_file(bot, chat_id, None, os.path.basename(path), data))
     return sent
 

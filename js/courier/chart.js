@@ -12,7 +12,8 @@ function svg(tag, attributes, text) {
 export function benchmarkChart(runs, { width = 300, barHeight = 16, labelHeight = 12 } = {}) {
   const rows = runs.filter((run) => typeof run.stats?.median === "number");
   const rowHeight = labelHeight + barHeight + 6;
-  const chart = svg("svg", { width, height: rows.length * rowHeight, class: "courier-chart",
+  const height = rows.length * rowHeight;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", class: "courier-chart",
                              role: "img", "aria-label": "benchmark medians" });
   const longest = Math.max(...rows.map((run) => run.stats.max ?? run.stats.median), 1e-9);
   const scale = (seconds) => (seconds / longest) * (width - 60);

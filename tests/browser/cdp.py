@@ -49,11 +49,7 @@ class Chromium:
         self._pages: list[Page] = []
 
     async def __aenter__(self) -> Chromium:
-        self.profile_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.profile_dir.parent / "chromium.log", "ab")
-        self.process = subprocess.Popen([self.binary, *FLAGS, f"--user-data-dir={self.profile_dir}", "about:blank"],
-                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        log.close()
+        self.process = self._launch()
         port_file = self.profile_dir / "DevToolsActivePort"
         deadline = asyncio.get_running_loop().time() + START_TIMEOUT_S
         while not (port_file.is_file() and port_file.read_text().strip()):
@@ -64,6 +60,12 @@ class Chromium:
         self.port = int(port_file.read_text().split()[0])
         self._http = aiohttp.ClientSession(trust_env=False)
         return self
+
+    def _launch(self) -> subprocess.Popen:
+        self.profile_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.profile_dir.parent / "chromium.log", "ab") as log:
+            return subprocess.Popen([self.binary, *FLAGS, f"--user-data-dir={self.profile_dir}", "about:blank"],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
 
     async def __aexit__(self, *exc: object) -> None:
         for page in self._pages:

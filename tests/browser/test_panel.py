@@ -6,7 +6,9 @@ publishes the graph as ``/mycmd``. The Bot API emulator (on 127.0.0.1, in this p
 plays a user sending ``/mycmd hi`` and gets an image back from the bot inside that ComfyUI;
 no restart in between. ComfyUI is also an Anyone hidden service on a private test network,
 so the panel shows a real onion address and its QR code (and, as it must then, asks for the
-token even on loopback).
+token even on loopback). The workflow menu's "Publish as Telegram command" then publishes the
+same graph as ``/mycmd2`` through ComfyUI's dialogs, and two stored benchmark runs show up as
+the panel's chart.
 
 Screenshots go to ``artifacts/browser/``; ``docs/courier-panel.png`` in the README is the
 ``03-published.png`` of a run. Skips with the reason when COMFYUI_DIR, Chromium or anon is missing.
@@ -22,6 +24,9 @@ import urllib.request
 import pytest
 from PIL import Image
 
+from comfyui_courier.gpu.stats import summarize
+from comfyui_courier.store import benchmarks
+from comfyui_courier.store.pool import connect
 from comfyui_courier.tests.browser.cdp import Chromium, find_chromium
 from comfyui_courier.tests.fixtures.comfyui import PACK_FOLDER_NAME, PACK_ROOT
 
@@ -82,8 +87,19 @@ def replies_to(request):
     return lambda call: call.result.get("reply_to_message", {}).get("message_id") == request["message_id"]
 
 
+async def add_benchmark_runs(dsn: str) -> None:
+    """Two stored runs of the Benchmark node, for the panel's chart."""
+    connection = await connect(dsn)
+    try:
+        for device, wall_s in (("cpu", [2.0, 2.4, 2.2]), ("cuda:0", [0.4, 0.5, 0.45])):
+            await benchmarks.add_benchmark_run(connection, workflow="demo", device=device, wall_s=wall_s,
+                                               stats=summarize(wall_s).as_dict())
+    finally:
+        await connection.close()
+
+
 async def test_publish_from_the_panel_then_the_bot_answers(comfyui_with_everything, botapi_bot, chromium,
-                                                           tmp_path):
+                                                           pg_database, tmp_path):
     server = comfyui_with_everything
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     templates = server.get_json("/api/workflow_templates")
@@ -133,6 +149,13 @@ async def test_publish_from_the_panel_then_the_bot_answers(comfyui_with_everythi
                             ".scrollIntoView({block: 'center'})")
         await page.screenshot(ARTIFACTS / "03-published.png")
 
+        await add_benchmark_runs(pg_database)
+        await page.click(".courier-panel [data-courier=token] + button")  # Save refreshes every section
+        await page.wait_for("document.querySelectorAll('.courier-panel svg.courier-chart rect').length === 2",
+                            what="the benchmark chart")
+        await page.evaluate("document.querySelector('.courier-panel svg.courier-chart').scrollIntoView()")
+        await page.screenshot(ARTIFACTS / "04-benchmarks.png")
+
         # the workflow menu's entry runs the same publishing through ComfyUI's dialogs
         assert await page.evaluate("app.extensionManager.command.commands"
                                    ".some((command) => command.id === 'Courier.PublishAsCommand')")
@@ -155,4 +178,4 @@ async def test_publish_from_the_panel_then_the_bot_answers(comfyui_with_everythi
     with Image.open(io.BytesIO(data)) as image:
         assert image.format == "PNG" and image.size == (512, 512)
         assert "prompt" not in image.text  # no workflow in what users get
-    (ARTIFACTS / "04-bot-reply.png").write_bytes(data)
+    (ARTIFACTS / "05-bot-reply.png").write_bytes(data)

@@ -3,6 +3,7 @@
 import asyncio
 import io
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -161,7 +162,7 @@ async def test_send_files_sends_images_losslessly_and_videos_as_video(tmp_path, 
     methods = [(c.method, c.params.get("chat_id")) for c in botapi_bot.outbox]
     assert methods == [("sendDocument", 4242), ("sendPhoto", 4242), ("sendVideo", 4242)]
     document = botapi_bot.outbox[0].result["document"]
-    assert botapi_bot.file_bytes(document["file_id"]) == open(png.path, "rb").read()
+    assert botapi_bot.file_bytes(document["file_id"]) == Path(png.path).read_bytes()
     with Image.open(io.BytesIO(botapi_bot.file_bytes(document["file_id"]))) as image:
         assert image.size == (48, 32)
 

@@ -47,7 +47,7 @@ async def courier_api(tmp_path):
         sock.bind(("127.0.0.1", 0))
         await web.SockSite(runner, sock).start()
         runners.append(runner)
-        return helpers.Api("http://127.0.0.1:%d" % sock.getsockname()[1], courier, http)
+        return helpers.Api(f"http://127.0.0.1:{sock.getsockname()[1]}", courier, http)
 
     yield serve
     await http.close()
