@@ -7,6 +7,8 @@ a crash of the host.
 
 from __future__ import annotations
 
+import logging
+
 
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
@@ -20,6 +22,9 @@ from .handlers import BUILTIN_COMMANDS, build_handlers
 from ..logs import get_logger
 
 log = get_logger("bot")
+
+# httpx logs every request URL at INFO, and a Bot API URL carries the bot token.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def build_application(settings: Settings, store, proxy: str | None = None) -> Application:

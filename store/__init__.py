@@ -22,7 +22,7 @@ from .embedded import EmbeddedServer
 from .errors import DatabaseUnavailable, EmbeddedError, MigrationError, StoreError
 from .jobs import JobListener
 from .migrate import migrate
-from .pool import create_pool, redact
+from .pool import create_pool
 from ..logs import get_logger
 
 __all__ = ["DatabaseUnavailable", "EmbeddedError", "MigrationError", "Store", "StoreError"]
@@ -59,8 +59,8 @@ class Store:
             if server is not None:
                 await server.stop()
             raise
-        log.info("database ready at %s%s", redact(dsn.reveal()),
-                 f", applied migrations {', '.join(applied)}" if applied else "")
+        where = f"embedded PostgreSQL in {server.pgdata}" if server is not None else "external PostgreSQL"
+        log.info("database ready (%s)%s", where, f", applied migrations {', '.join(applied)}" if applied else "")
         return cls(pool, dsn, server)
 
     async def close(self) -> None:
