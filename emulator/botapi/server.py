@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import signal
 import itertools
 import re
 import secrets
@@ -186,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", action="append", default=[],
                         help="bot token to accept (repeatable); one is made up when none is given")
     args = parser.parse_args(argv)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args.host, args.port, args.token))
+    asyncio.run(_serve(args.host, args.port, args.token))
     return 0
 
 
@@ -200,4 +199,7 @@ async def _serve(host: str, port: int, tokens: list[str]) -> None:
         print(f"  Bot API {emulator.base_url}<token>/<method>, files {emulator.base_file_url}<token>/<path>\n"
               f"  test API {emulator.url}{control.PREFIX}/ (bots, users, messages, callback_queries, outbox, ...)",
               flush=True)
-        await asyncio.Event().wait()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # also when started with SIGINT ignored (background jobs)
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        await stop.wait()
