@@ -121,10 +121,10 @@ def _not_found(name: str) -> ApiError:
 def _node_types(app: web.Application) -> Collection[str]:
     if NODE_TYPES in app:
         return app[NODE_TYPES]
-    try:
-        return publish.comfyui_node_types()
-    except ImportError:
-        raise ApiError(503, "no_node_list", "not running inside ComfyUI: its node list is unknown") from None
+    node_types = publish.comfyui_node_types()
+    if node_types is None:
+        raise ApiError(503, "no_node_list", "not running inside ComfyUI: its node list is unknown")
+    return node_types
 
 
 async def _refresh_menu(courier: Courier) -> bool:

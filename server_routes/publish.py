@@ -7,6 +7,7 @@ The graph comes in ComfyUI's API format (``app.graphToPrompt().output``): node i
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
@@ -111,9 +112,11 @@ def summary(command: commands.Command) -> dict[str, Any]:
             "updated_at": command.updated_at}
 
 
-def comfyui_node_types() -> frozenset[str]:
-    """The node types this ComfyUI has loaded (ComfyUI's ``nodes`` module); ImportError outside it."""
-    import nodes  # ComfyUI's top-level module, never this pack's nodes/ (the pack root is not on sys.path)
+def comfyui_node_types() -> frozenset[str] | None:
+    """The node types this ComfyUI has loaded; None outside ComfyUI.
 
-    return frozenset(nodes.NODE_CLASS_MAPPINGS)
-
+    ComfyUI's top-level ``nodes`` module is imported before any pack loads; looking it up in
+    ``sys.modules`` (not importing) never picks up another folder of that name.
+    """
+    mappings = getattr(sys.modules.get("nodes"), "NODE_CLASS_MAPPINGS", None)
+    return frozenset(mappings) if isinstance(mappings, dict) else None

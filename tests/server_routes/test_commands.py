@@ -1,6 +1,8 @@
 """/courier/commands against real PostgreSQL: publish, list, enable/disable, delete, export, hostile input."""
 
 import json
+import sys
+import types
 
 import pytest
 from yarl import URL
@@ -213,3 +215,15 @@ async def test_publish_on_comfyui_checks_its_node_list(courier_api, store):
     api = await courier_api(store=store, node_types=None)
     status, reply, _ = await publish(api, name="mycmd")
     assert (status, reply["error"]["code"]) == (503, "no_node_list")
+
+
+async def test_publish_inside_comfyui_checks_the_loaded_nodes(courier_api, store, monkeypatch):
+    comfy_nodes = types.ModuleType("nodes")
+    comfy_nodes.NODE_CLASS_MAPPINGS = {name: object for name in ("CourierTelegramInput", "CourierTelegramOutput")}
+    monkeypatch.setitem(sys.modules, "nodes", comfy_nodes)
+    api = await courier_api(store=store, node_types=None)
+    status, reply, _ = await publish(api, name="mycmd")
+    assert (status, reply["error"]["message"]) == (400, "node types not installed on this ComfyUI: ImageSharpen")
+    comfy_nodes.NODE_CLASS_MAPPINGS["ImageSharpen"] = object
+    status, _, _ = await publish(api, name="mycmd")
+    assert status == 201
