@@ -164,7 +164,10 @@ def _telegram_input(fake, command, prompt, seed, width, height, image="", requir
     return (prompt, [rgb], [mask], seed, picture.width, picture.height, chat_id, user_id), None
 
 
-def _telegram_output(fake, images, filename_prefix="courier/result", keep_metadata=False):
+def _telegram_output(fake, filename_prefix="courier/result", images=None, video=None, images_as="images", fps=8.0,
+                     keep_metadata=False, send_to_chat=""):
+    if images is None or video is not None or images_as != "images":
+        raise _Failure("the fake ComfyUI delivers still images only", "NotImplementedError")
     return (), {"images": fake.save_images(images, filename_prefix, "output")}
 
 
