@@ -24,6 +24,7 @@ def main(argv: list[str]) -> int:
     sub.add_parser("install-anon", help="install the anon binary from the npm package", add_help=False)
     sub.add_parser("emulator", help="run the local Telegram Bot API emulator", add_help=False)
     sub.add_parser("anyone-client", help="authorize clients of the hidden service", add_help=False)
+    sub.add_parser("multi-gpu", help="run one ComfyUI per GPU as backends of one bot", add_help=False)
     args, rest = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.command == "install-anon":
@@ -38,6 +39,10 @@ def main(argv: list[str]) -> int:
         from .anyone.hidden_service import main as client_main
 
         return client_main(rest)
+    if args.command == "multi-gpu":
+        from .gpu.multi import main as multi_main
+
+        return multi_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
