@@ -10,6 +10,12 @@ consensus lists every relay (a client that starts on a one-relay consensus
 stalls for 10-25 s). Every wait is bounded; a failed bring-up is retried once in
 a fresh directory, and the logs of both tries are kept and named in the error.
 Only the processes started here are stopped, by PID.
+
+An ``AnyoneService`` whose data directory holds ``anyone/test-network.torrc``
+(``write_test_network``) joins that private network instead of the public one.
+That is how a test tells a ComfyUI with the pack, started as its own process,
+which network to use; ``load_test_network`` accepts nothing but the options that
+choose a network, and only when they declare ``TestingTorNetwork 1``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,35 @@ from .errors import PrivateNetworkError
 from .process import Options, free_ports, render_torrc
 
 CONTACT = "courier-privnet@localhost"
+TEST_NETWORK_FILE = "test-network.torrc"
+# what network_options() writes: the options that choose a network, nothing else
+NETWORK_KEYS = ("TestingTorNetwork", "UseMicrodescriptors", "PathsNeededToBuildCircuits",
+                "TestingDirAuthVoteGuard", "TestingDirAuthVoteExit", "TestingDirAuthVoteHSDir", "DirAuthority")
+
+
+def load_test_network(path: Path) -> Options:
+    """The torrc lines of ``path`` (a ``write_test_network`` file); [] when there is no such file.
+
+    Raises PrivateNetworkError for anything but the options of NETWORK_KEYS, or when the
+    file does not declare ``TestingTorNetwork 1``: it can only ever point anon at a test network.
+    """
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    options: Options = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.partition(" ")
+        if key not in NETWORK_KEYS:
+            raise PrivateNetworkError(f"{path}, line {number}: {key!r} is not a test-network option "
+                                      f"(allowed: {', '.join(NETWORK_KEYS)})")
+        options.append((key, value.strip()))
+    if ("TestingTorNetwork", "1") not in options:
+        raise PrivateNetworkError(f"{path} does not declare TestingTorNetwork 1: not a private test network")
+    return options
 
 
 @dataclasses.dataclass
@@ -95,6 +130,14 @@ class PrivateNetwork:
             *[("DirAuthority", (f"{a.name} orport={a.or_port} no-v2 v3ident={a.v3ident} "
                                 f"127.0.0.1:{a.dir_port} {a.fingerprint}")) for a in authorities],
         ]
+
+    def write_test_network(self, data_dir: Path) -> Path:
+        """Make the AnyoneService of Courier data directory ``data_dir`` join this network."""
+        path = Path(data_dir) / "anyone" / TEST_NETWORK_FILE
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text("# Written by anyone/privnet.py: join a private test network on 127.0.0.1.\n"
+                        + render_torrc(self.network_options()))
+        return path
 
     async def start(self) -> None:
         """Bring the network up; retried once; raises PrivateNetworkError with log paths."""
@@ -267,6 +310,10 @@ class PrivateNetwork:
             opts += [
                 ("DirCache", "0"),
                 ("ExitRelay", "1"),
+                # In a young network an exit's consensus may not list the relay before it yet;
+                # it would then refuse the stream (END reason MISC) and the client's retries
+                # end on "doomed" exits until its SocksTimeout (120 s).
+                ("RefuseUnknownExits", "0"),
                 ("ExitPolicyRejectPrivate", "0"),
                 ("ExitPolicy", "accept 127.0.0.0/8:*"),
                 ("ExitPolicy", "reject *:*"),

@@ -3,7 +3,9 @@
 Layout under ``<data_dir>/anyone/``: ``anon/`` (anon's DataDirectory), ``hs/``
 (hidden-service keys and hostname), ``clients/`` (public keys of authorized
 clients), ``client_auth/`` (``*.auth_private`` lines that let *our* anon reach
-other services that use client authorization).
+other services that use client authorization), and in tests only
+``test-network.torrc`` (join a private test network instead of the public one;
+see privnet.load_test_network).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from urllib.parse import urlsplit
 from .errors import AnyoneError, ClientAuthError
 from .hidden_service import HiddenService, exposure_warning
 from .install import find_anon
+from .privnet import TEST_NETWORK_FILE, load_test_network
 from .process import AnonProcess, Options
 from .transport import make_connector
 from ..logs import get_logger
@@ -50,6 +53,7 @@ class AnyoneService:
                                                 client_auth=settings.anyone_client_auth)
         self.process: AnonProcess | None = None
         self.warning: str | None = None
+        self.test_network: Path | None = None  # the test-network.torrc we joined, if any
         self._state = {"state": "off", "reason": "not started", "bootstrap": 0}
         self._announce: asyncio.Task | None = None
 
@@ -78,6 +82,8 @@ class AnyoneService:
             report["client_auth"] = self.settings.anyone_client_auth
         if self.warning:
             report["warning"] = self.warning
+        if self.test_network is not None:
+            report["network"] = f"private test network ({self.test_network})"
         return report
 
     async def start(self) -> None:
@@ -94,6 +100,15 @@ class AnyoneService:
             return self._report("error", f"anon binary not found ({binary or 'not in PATH'}): run "
                                          "`python <pack folder> install-anon` or set COURIER_ANON_BINARY")
         options = [("ClientOnionAuthDir", str(self._client_auth_dir())), *self.network_options]
+        try:
+            test_network = load_test_network(self.dir / TEST_NETWORK_FILE)
+        except (AnyoneError, OSError) as exc:
+            return self._report("error", str(exc))
+        if test_network:
+            self.test_network = self.dir / TEST_NETWORK_FILE
+            log.warning("anon joins the private test network of %s, not the public Anyone network",
+                        self.test_network)
+            options += test_network
         if self.hidden_service is not None:
             if self.listen is not None:
                 self.warning = exposure_warning(self.listen)

@@ -11,7 +11,18 @@ after a warm-up request. Figures, as JSON lines on stdout:
 - ``privnet_bringup_s``: network up, client bootstrapped (goal <= 60).
 - ``onion_added_rtt_ms``: median onion GET minus median direct GET (goal <= 25;
   a new connection per request costs ~70 ms here, so this proves reuse).
-- ``onion_demo_job_added_ms``: needs COMFYUI_DIR and is not measured yet (said on stderr).
+- ``onion_demo_job_added_ms`` (needs COMFYUI_DIR, else skipped with a note; goal <= 200):
+  a real ComfyUI with the pack publishes itself as a hidden service on the private
+  network (``COURIER_ANYONE=1``, joined through ``test-network.torrc``); two bots run
+  in this process (python-telegram-bot against the Bot API emulator, the dispatcher,
+  an embedded PostgreSQL each), one with that ComfyUI as ``http://127.0.0.1:PORT``, one
+  with its ``http://<id>.anon`` address (private mode, our own anon). ``/demo`` jobs
+  alternate between them, one at a time, after a warm-up job each; a job's time is
+  user message injected -> result document at the Bot API, minus ComfyUI's own
+  execution time (its execution_start -> execution_success stamps, which do not
+  depend on the path). The figure is the median onion job minus the median direct job.
+
+    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/onion.py [--requests 50] [--jobs 20]
 
 Needs the anon binary (``python <pack folder> install-anon``). Everything is
 bounded by --budget; the network's logs are kept when it fails to come up.
@@ -31,10 +42,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO_ROOT, Deadline, figure, note, write_figures
+from _common import REPO_ROOT, Deadline, figure, load_runner, note, write_figures
 from aiohttp import ClientError, TraceConfig, web
 
 REACH_S = 60
+ADDRESS_S = 120  # ComfyUI's anon: launch, bootstrap, keys
+JOB_S = 120
+USER = 4242
 
 
 def load_pack():
@@ -97,6 +111,103 @@ async def timed_gets(url: str, settings, socks_url: str | None, count: int) -> t
     return times, connections
 
 
+async def published_address(comfy, deadline: Deadline) -> str:
+    """The .anon address ComfyUI's pack shows at GET /courier/anyone once anon is up."""
+    until = time.monotonic() + min(ADDRESS_S, deadline.remaining())
+    while True:
+        status = await asyncio.to_thread(comfy.get_json, "/courier/anyone")
+        if status["state"] == "ok" and status["onion_address"]:
+            return status["onion_address"]
+        if time.monotonic() > until:
+            raise RuntimeError(f"ComfyUI published no hidden service in {ADDRESS_S} s: {status}")
+        await asyncio.sleep(0.25)
+
+
+async def start_bot(emulator, backend: str, data_dir: Path, anyone_env: dict):
+    """A Courier in this process (bot + dispatcher + embedded PostgreSQL) for one backend URL."""
+    from comfyui_courier.config import load_settings
+    from comfyui_courier.runtime import Courier
+
+    bot = emulator.add_bot()
+    settings = load_settings(None, {"TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
+                                    "COURIER_ALLOWED_USERS": str(USER), "COURIER_BACKENDS": backend,
+                                    **anyone_env})
+    courier = Courier(settings, data_dir, None)
+    await courier.start()
+    await courier.booted()
+    if courier.anyone is not None:
+        await courier.anyone.wait_ready(60)
+    if courier.health.state("dispatcher") != "ok":
+        await courier.stop()
+        raise RuntimeError(f"Courier for {backend} did not start: {courier.health_report()}")
+    return courier, bot
+
+
+async def timed_job(emulator, courier, bot, text: str) -> tuple[float, float]:
+    """One /demo job: (ms from the user's message to the result document, ComfyUI's execution ms)."""
+    done_before = sum(c.method == "editMessageText" and c.params["text"].startswith("Done") for c in bot.outbox)
+    started = time.perf_counter()
+    message = bot.inject_text(USER, text)
+    await bot.wait_for_call("sendDocument", timeout=JOB_S, where=lambda c: (
+        c.result.get("reply_to_message", {}).get("message_id") == message["message_id"]))
+    total_ms = (time.perf_counter() - started) * 1000
+    await emulator.wait_for(lambda: sum(c.method == "editMessageText" and c.params["text"].startswith("Done")
+                                        for c in bot.outbox) > done_before, timeout=JOB_S)
+    async with courier.store.pool.acquire() as conn:
+        result = await conn.fetchval(
+            "SELECT result FROM courier_jobs WHERE user_id = $1 ORDER BY id DESC LIMIT 1", USER)
+    return total_ms, float(result["execution_ms"] or 0.0)
+
+
+async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline) -> dict[str, list[float]]:
+    """/demo jobs on one real ComfyUI, alternating direct and onion; bot-side ms per path."""
+    from comfyui_courier.emulator.botapi import BotApiEmulator
+
+    runner = load_runner()
+    anyone_env = {"COURIER_ANYONE": "1", "COURIER_ANYONE_AGREE_TO_TERMS": "1", "COURIER_ANON_BINARY": str(anon)}
+    comfy = runner.ComfyUIProcess(os.environ["COMFYUI_DIR"], runner.scratch_directory("onion-bench-comfyui-"),
+                                  env=anyone_env)
+    comfy.prepare()
+    net.write_test_network(comfy.user_directory / "courier")
+    couriers, data_dirs = [], []
+    times: dict[str, list[float]] = {"direct": [], "onion": []}
+    try:
+        await asyncio.to_thread(comfy.start)
+        address = await published_address(comfy, deadline)
+        note(f"ComfyUI {comfy.url} is published as http://{address}/")
+        async with BotApiEmulator() as emulator:
+            paths = {}
+            for path, backend, env in (("direct", comfy.url, {}),
+                                       ("onion", f"http://{address}", {**anyone_env, "COURIER_PRIVATE_MODE": "1"})):
+                # run as root, the embedded PostgreSQL's own account must enter it (workdir is 0700)
+                data_dir = Path(tempfile.mkdtemp(prefix=f"onion-bench-{path}-"))
+                data_dir.chmod(0o711)
+                data_dirs.append(data_dir)
+                if env:
+                    net.write_test_network(data_dir)
+                paths[path] = await start_bot(emulator, backend, data_dir, env)
+                couriers.append(paths[path][0])
+            for index in range(jobs + 1):  # job 0 of each path warms it up (descriptor, rendezvous) and is not counted
+                if not deadline.allows(30):
+                    note(f"time budget reached after {index - 1} jobs per path")
+                    break
+                for path, (courier, bot) in paths.items():
+                    total_ms, execution_ms = await timed_job(emulator, courier, bot, f"/demo {path} {index}")
+                    if index:
+                        times[path].append(total_ms - execution_ms)
+            for courier in couriers:
+                await courier.stop()
+            couriers.clear()
+    finally:
+        for courier in couriers:
+            await courier.stop()
+        await asyncio.to_thread(comfy.stop)
+        await asyncio.to_thread(comfy.kill_leftovers)
+        for folder in (comfy.base_directory, *data_dirs):
+            shutil.rmtree(folder, ignore_errors=True)
+    return times
+
+
 async def run(args, deadline: Deadline) -> None:
     load_pack()
     logging.getLogger("courier.anyone").setLevel(logging.ERROR)  # anon's test-network warnings
@@ -130,7 +241,18 @@ async def run(args, deadline: Deadline) -> None:
              f"direct median {statistics.median(direct):.3f} ms")
         figure("onion_added_rtt_ms", statistics.median(onion) - statistics.median(direct), "ms")
         if os.environ.get("COMFYUI_DIR"):
-            note("onion_demo_job_added_ms: not measured yet (the /demo job path through Anyone comes later)")
+            await service.stop()
+            service = None
+            jobs = await demo_jobs(net, anon, args.jobs, deadline)
+            if jobs["onion"] and jobs["direct"]:
+                note(f"/demo x{len(jobs['onion'])} per path, bot-side ms (job minus ComfyUI execution): "
+                     f"onion median {statistics.median(jobs['onion']):.1f} (min {min(jobs['onion']):.1f}, "
+                     f"max {max(jobs['onion']):.1f}), direct median {statistics.median(jobs['direct']):.1f} "
+                     f"(min {min(jobs['direct']):.1f}, max {max(jobs['direct']):.1f})")
+                figure("onion_demo_job_added_ms",
+                       statistics.median(jobs["onion"]) - statistics.median(jobs["direct"]), "ms")
+            else:
+                note("onion_demo_job_added_ms: no job completed within the budget")
         else:
             note("onion_demo_job_added_ms: skipped, COMFYUI_DIR is not set")
     except BaseException:
@@ -147,7 +269,8 @@ async def run(args, deadline: Deadline) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=50, help="timed GETs per path (default 50)")
-    parser.add_argument("--budget", type=float, default=300, help="total seconds allowed (default 300)")
+    parser.add_argument("--jobs", type=int, default=20, help="timed /demo jobs per path (default 20)")
+    parser.add_argument("--budget", type=float, default=480, help="total seconds allowed (default 480)")
     parser.add_argument("--out", default=str(REPO_ROOT / "artifacts" / "benchmarks" / "onion.json"),
                         help="also write the figures here as JSON")
     args = parser.parse_args()
