@@ -85,6 +85,9 @@ class Settings:
     admin_token: Secret = _field("COURIER_ADMIN_TOKEN", Secret(""),
                                  "Token for the /courier admin routes (Authorization: Bearer <token>); "
                                  "empty = those routes refuse")
+    admin_users: list = _field("COURIER_ADMIN_USERS", [],
+                               "Telegram user ids who may use the admin commands /bench and /compare "
+                               "(comma separated); empty = nobody", item=int)
     progress_interval_s: float = _field("COURIER_PROGRESS_INTERVAL_S", 3.0,
                                         "Minimum seconds between progress edits in one chat", minimum=0.0)
     max_image_mb: float = _field("COURIER_MAX_IMAGE_MB", 20.0,

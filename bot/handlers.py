@@ -12,10 +12,11 @@ from telegram.ext import ApplicationHandlerStop, BaseHandler, CommandHandler, Me
 
 from ..jobs.workflow import requires_image
 from ..store import commands, jobs, sessions, users
+from . import admin
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, parse_command
 
-BUILTIN_COMMANDS = ("start", "help", "status", "cancel")
+BUILTIN_COMMANDS = ("start", "help", "status", "cancel", *admin.ADMIN_COMMANDS)
 MAX_SEED = 2**32 - 1
 
 
@@ -146,5 +147,7 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CommandHandler("help", help_command), 0),
         (CommandHandler("status", status), 0),
         (CommandHandler("cancel", cancel), 0),
+        (CommandHandler("bench", admin.bench), 0),  # admins only; before the command table's handler
+        (CommandHandler("compare", admin.compare), 0),
         (MessageHandler(filters.COMMAND | filters.CaptionRegex(r"^/"), run_command), 0),
     ]

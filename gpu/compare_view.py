@@ -86,8 +86,9 @@ def sides_of(runs: Iterable) -> list[dict]:
 
 
 def pick_sides(runs: Iterable, statistic: str = "median") -> tuple[Side, Side] | None:
-    """Two sides to compare when none are given: the pair sharing the most workflows (then the most
-    recent); the slower of the two on what they share is ``old``. None with fewer than two sides."""
+    """Two sides to compare when none are given: the pair sharing the most workflows (then the pair
+    whose less recent side ran last); the slower of the two on what they share is ``old``. None with
+    fewer than two sides."""
     groups = _latest_per_workflow(runs)
     if len(groups) < 2:
         return None
@@ -95,8 +96,8 @@ def pick_sides(runs: Iterable, statistic: str = "median") -> tuple[Side, Side] |
     def score(pair):
         a, b = pair
         shared = groups[a].keys() & groups[b].keys()
-        latest = max(_stamp(r) for side in pair for r in groups[side].values())
-        return len(shared), latest
+        recent = min(max(_stamp(r) for r in groups[side].values()) for side in pair)  # both sides recent
+        return len(shared), recent, pair[0].label, pair[1].label
 
     a, b = max(itertools.combinations(groups, 2), key=score)
     shared = sorted(groups[a].keys() & groups[b].keys())

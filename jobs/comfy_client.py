@@ -101,6 +101,7 @@ class HistoryEntry:
 class QueueItem:
     number: float
     prompt_id: str
+    client_id: str | None = None  # who queued it (its events go to that websocket); None: nobody said
 
 
 @dataclasses.dataclass(frozen=True)
@@ -374,7 +375,7 @@ class ComfyClient:
         reply = await self._json("GET", "/queue")
 
         def items(key: str) -> list[QueueItem]:
-            return [QueueItem(item[0], item[1]) for item in reply.get(key, [])]
+            return [QueueItem(item[0], item[1], _client_id(item)) for item in reply.get(key, [])]
 
         return QueueState(items("queue_running"), items("queue_pending"))
 
@@ -559,6 +560,13 @@ class ComfyClient:
                              "its history (deleted, or the server restarted)")
         _raise_if_failed(entry)
         return True
+
+
+def _client_id(item: list) -> str | None:
+    """The ``client_id`` in a queue item's extra data: [number, prompt_id, prompt, extra_data, outputs]."""
+    extra = item[3] if len(item) > 3 and isinstance(item[3], dict) else {}
+    client_id = extra.get("client_id")
+    return client_id if isinstance(client_id, str) else None
 
 
 def _raise_if_failed(entry: HistoryEntry) -> None:

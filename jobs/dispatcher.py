@@ -25,6 +25,7 @@ from ..config import Settings
 from ..health import Health
 from ..store import jobs, sessions
 from ..anyone.transport import make_connector
+from . import bench
 from .comfy_client import BackendUnavailable, ComfyClient, ComfyError, describe_error
 from .delivery import deliver_file
 from .progress import ChatThrottle, ProgressMessage
@@ -186,6 +187,8 @@ class Dispatcher:
         return False
 
     async def _execute(self, job, active: ActiveJob, progress: ProgressMessage, say) -> dict:
+        if job.params.get("kind") == bench.KIND:  # /bench: a Benchmark session, holding this backend
+            return await bench.run_job(self, job, active, progress, say)
         client = active.client
         image_name = ""
         if job.params.get("image_file_id"):

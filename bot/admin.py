@@ -1,0 +1,141 @@
+"""Admin commands: ``/bench <command> [runs]`` and ``/compare [workflow]``.
+
+Only the users in ``COURIER_ADMIN_USERS`` may run them; everyone else gets a refusal in their
+language. ``/bench`` queues a job of kind ``benchmark`` (``jobs/bench.py`` runs it on the
+backend that claims it); ``/compare`` answers from the stored runs at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import html
+import re
+
+from telegram import Update
+
+from ..gpu import compare_view
+from ..gpu.compare import build_table, to_text
+from ..gpu.storage import load_runs
+from ..jobs import bench as bench_job
+from ..jobs.workflow import WorkflowError
+from ..store import commands, jobs, users
+from .context import CourierContext
+from .parsing import parse_command
+
+ADMIN_COMMANDS = ("bench", "compare")
+COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
+MAX_ROWS = 25  # table rows in a chat message
+MAX_RUNS = 1000  # stored runs read for /compare, newest first
+MAX_WORKFLOW_CHARS = 256
+
+
+def is_admin(update: Update, context: CourierContext) -> bool:
+    user = update.effective_user
+    return user is not None and user.id in context.settings.admin_users
+
+
+async def _admin_only(update: Update, context: CourierContext, name: str) -> bool:
+    """True for an admin; a refusal for anyone else."""
+    if is_admin(update, context):
+        return True
+    await update.effective_message.reply_text(context.t(update, "admin_only", name=name))
+    return False
+
+
+def parse_bench_args(args: str) -> tuple[str, int] | None:
+    """``<command> [runs]`` -> (command name, runs); None if it is not that."""
+    words = args.split()
+    if not 1 <= len(words) <= 2:
+        return None
+    match = COMMAND_NAME.match(words[0])
+    if match is None:
+        return None
+    repeats = bench_job.DEFAULT_REPEATS
+    if len(words) == 2:
+        if not words[1].isascii() or not words[1].isdigit() or len(words[1]) > 3:
+            return None
+        repeats = int(words[1])
+        if not 1 <= repeats <= bench_job.MAX_REPEATS:
+            return None
+    return match.group(1).lower(), repeats
+
+
+async def bench(update: Update, context: CourierContext) -> None:
+    """Queue a benchmark of a stored command: warm-up + N runs with the Benchmark node."""
+    if not await _admin_only(update, context, "bench"):
+        return
+    message, user = update.effective_message, update.effective_user
+    request = parse_command(message.text, context.bot.username)
+    parsed = parse_bench_args(request.args if request else "")
+    if parsed is None:
+        listed = await commands.list_commands(context.pool)
+        await message.reply_text(context.t(
+            update, "bench_usage", max=bench_job.MAX_REPEATS, default=bench_job.DEFAULT_REPEATS,
+            commands=", ".join(f"/{c.name}" for c in listed) or "–"))
+        return
+    name, repeats = parsed
+    command = await commands.get_command(context.pool, name)
+    if command is None:
+        await message.reply_text(context.t(update, "unknown_command", name=name))
+        return
+    try:  # refuse a workflow that cannot run as a job now, not on the backend later
+        bench_job.benchmark_prompt(command.workflow, name=name, repeats=repeats)
+    except WorkflowError as exc:
+        await message.reply_text(context.t(update, "failed", name=name, reason=str(exc)))
+        return
+    params = bench_job.job_params(name, command.workflow, repeats, user.language_code)
+    async with context.pool.acquire() as conn, conn.transaction():  # as run_command: see there
+        await users.upsert_user(conn, user.id, user.username, user.first_name, user.language_code)
+        pending = await jobs.count_active(conn, user.id)
+        if pending >= context.settings.max_jobs_per_user:
+            await message.reply_text(context.t(update, "too_many_jobs", count=pending))
+            return
+        queued = await jobs.enqueue(conn, user_id=user.id, chat_id=message.chat_id, command="bench",
+                                    params=params, reply_to_message_id=message.message_id)
+        status_message = await message.reply_text(context.t(
+            update, "bench_queued", name=name, warmup=params["warmup"], repeats=repeats,
+            position=queued.position))
+        await jobs.set_status_message(conn, queued.job_id, status_message.message_id)
+
+
+async def compare(update: Update, context: CourierContext) -> None:
+    """The comparison table of stored runs (two devices), then the seed's reference rows, and the chart."""
+    if not await _admin_only(update, context, "compare"):
+        return
+    message = update.effective_message
+    request = parse_command(message.text, context.bot.username)
+    workflow = (request.args if request else "").strip().removeprefix("/")[:MAX_WORKFLOW_CHARS] or None
+    runs = await load_runs(context.pool, workflow=workflow, limit=MAX_RUNS)
+    text, table, reference = comparison_message(update, context, runs, workflow)
+    await message.reply_text(text, parse_mode="HTML")
+    if table is not None or reference is not None:
+        png = await asyncio.to_thread(compare_view.chart_png, table, reference)
+        await message.reply_document(png, filename="compare.png", disable_content_type_detection=True)
+
+
+def comparison_message(update: Update, context: CourierContext, runs: list, workflow: str | None):
+    """(HTML text, stored table or None, reference table or None) for ``/compare``."""
+    suffix = context.t(update, "compare_for", workflow=workflow) if workflow else ""
+    parts = []
+    table = None
+    sides = compare_view.pick_sides(runs)
+    if sides is not None:
+        table = build_table(runs, *sides)
+        table = dataclasses.replace(table, rows=table.rows[:MAX_ROWS])
+        parts.append(f"<b>{html.escape(context.t(update, 'compare_stored'))}</b>\n"
+                     f"<pre>{html.escape(to_text(table))}</pre>")
+        others = [side["label"] for side in compare_view.sides_of(runs)
+                  if side["label"] not in (sides[0].label, sides[1].label)]
+        if others:
+            parts.append(html.escape(context.t(update, "compare_more", sides="; ".join(others[:5]))))
+    elif runs:
+        parts.append(html.escape(context.t(update, "compare_one_side", suffix=suffix,
+                                           side=compare_view.sides_of(runs)[0]["label"])))
+    else:
+        parts.append(html.escape(context.t(update, "compare_none", suffix=suffix)))
+    reference = compare_view.reference_table(workflow)
+    if reference is not None:
+        parts.append(f"<b>{html.escape(context.t(update, 'compare_reference'))}</b>\n"
+                     f"<pre>{html.escape(to_text(reference))}</pre>")
+    return "\n\n".join(parts), table, reference

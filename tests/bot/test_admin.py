@@ -1,0 +1,236 @@
+"""/bench and /compare end to end: python-telegram-bot ⇄ Bot API emulator, real PostgreSQL, the dispatcher,
+and a ComfyUI backend: the fake one with a scripted Benchmark node (``bench_standin``), and a real one with
+the real node when COMFYUI_DIR is set."""
+
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from comfyui_courier.config import load_settings
+from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.gpu.runs import BenchmarkRun
+from comfyui_courier.gpu.storage import load_runs, save_run
+from comfyui_courier.jobs import bench
+from comfyui_courier.runtime import Courier
+from comfyui_courier.tests.jobs.bench_standin import StandIn, install
+
+ADMIN = 111
+USER = 222  # allowed, not an admin
+DONE_TIMEOUT_S = 60
+
+
+@contextlib.asynccontextmanager
+async def running_courier(botapi, botapi_bot, pg_database, backend_url, tmp_path):
+    settings = load_settings(None, {
+        "TELEGRAM_BOT_TOKEN": botapi_bot.token,
+        "COURIER_TELEGRAM_API_URL": botapi.url,
+        "COURIER_DATABASE_URL": pg_database,
+        "COURIER_ALLOWED_USERS": f"{ADMIN},{USER}",
+        "COURIER_ADMIN_USERS": f"{ADMIN}",
+        "COURIER_PROGRESS_INTERVAL_S": "0",
+    })
+    service = Courier(settings, Path(tmp_path), backend_url)
+    await service.start()
+    try:
+        await service.booted()
+        assert service.health.state("dispatcher") == "ok", service.health_report()
+        yield service
+    finally:
+        await service.stop()
+
+
+@pytest.fixture
+async def fake():
+    async with FakeComfyUI(steps=0) as server:
+        yield server
+
+
+@pytest.fixture
+async def courier(botapi, botapi_bot, pg_database, fake, tmp_path):
+    async with running_courier(botapi, botapi_bot, pg_database, fake.url, tmp_path) as service:
+        yield service
+
+
+def texts(bot) -> list[str]:
+    return [c.params.get("text") or "" for c in bot.outbox if c.method in ("sendMessage", "editMessageText")]
+
+
+async def reply_with(bot, needle: str, timeout: float = 10):
+    try:
+        return await bot.wait_for_call("sendMessage", where=lambda c: needle in (c.params.get("text") or ""),
+                                       timeout=timeout)
+    except TimeoutError:
+        raise AssertionError(f"no reply with {needle!r}; the bot said {texts(bot)}") from None
+
+
+async def job_rows(courier):
+    async with courier.store.pool.acquire() as conn:
+        return await conn.fetch("SELECT command, status, params, result, error FROM courier_jobs ORDER BY id")
+
+
+def replies_to(request):
+    return lambda call: call.result.get("reply_to_message", {}).get("message_id") == request["message_id"]
+
+
+def png(data: bytes) -> Image.Image:
+    image = Image.open(io.BytesIO(data))
+    assert image.format == "PNG"
+    return image
+
+
+async def test_only_admins_may_bench_or_compare(courier, botapi_bot):
+    botapi_bot.inject_text(USER, "/bench demo 2")
+    await reply_with(botapi_bot, "/bench is for the bot's admins only")
+    botapi_bot.emulator.add_user(USER, "Uta", language_code="de")
+    botapi_bot.inject_text(USER, "/compare")
+    await reply_with(botapi_bot, "/compare ist nur für die Admins")
+    assert await job_rows(courier) == []
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("/bench", "Usage: /bench <command> [runs]"),
+    ("/bench demo 0", "runs from 1 to 20"),
+    ("/bench demo 21", "runs from 1 to 20"),
+    ("/bench demo three", "Usage"),
+    ("/bench demo 2 extra", "Usage"),
+    ("/bench de$mo", "Usage"),
+    ("/bench nosuch", "I don't know /nosuch"),
+])
+async def test_bench_explains_what_it_takes(courier, botapi_bot, text, needle):
+    botapi_bot.inject_text(ADMIN, text)
+    reply = await reply_with(botapi_bot, needle)
+    if "Usage" in needle or "runs from" in needle:
+        assert "/demo" in reply.params["text"]  # the commands it can bench
+    assert await job_rows(courier) == []
+
+
+async def test_bench_runs_a_session_and_replies_with_report_and_chart(courier, botapi_bot, fake):
+    standin = install(fake, StandIn())
+    copy_ids = standin.ids(2 + 1)  # runs 1, 2 and the report run
+    row = await save_run(courier.store.pool, BenchmarkRun(
+        workflow="demo", device="Fake GPU", host="fake-host", comfyui_version="0.3.64", torch_version="2",
+        repeats=2, warmup=1, wall_s=[0.01, 0.01], stats={}, per_node={}, peak_memory_bytes=None,
+        extra={"prompt_ids": copy_ids[:2]}))  # what the real node stores: its measured runs' prompt ids
+    standin.stored_id = row.id
+
+    request = botapi_bot.inject_text(ADMIN, "/bench demo 2")
+    queued = await reply_with(botapi_bot, "Benchmark of /demo queued")
+    assert "1 warm-up + 2 measured runs" in queued.params["text"]
+    report = await reply_with(botapi_bot, "Benchmark: demo", timeout=DONE_TIMEOUT_S)
+    assert replies_to(request)(report)
+    assert f"Stored as benchmark run #{row.id}; /compare shows it" in report.params["text"]
+    chart = await botapi_bot.wait_for_call("sendDocument", timeout=DONE_TIMEOUT_S)
+    assert chart.result["document"]["file_name"] == "benchmark-demo.png"
+    image = png(botapi_bot.file_bytes(chart.result["document"]["file_id"]))
+    assert image.size == (96, 54) and "prompt" not in image.info  # lossless, the workflow stripped
+    await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"].startswith("Done"),
+                                   timeout=DONE_TIMEOUT_S)
+    [job] = await job_rows(courier)
+    assert (job["command"], job["status"]) == ("bench", "succeeded")
+    result = json.loads(job["result"]) if isinstance(job["result"], str) else job["result"]
+    assert result["benchmark_run_id"] == row.id and result["prompt_ids"][1:] == copy_ids
+    assert standin.runs == [0, 1, 2, 3]
+    first = fake.prompts[0]["prompt"]  # filled like a job: the fixed prompt and seed
+    assert (first["1"]["inputs"]["prompt"], first["1"]["inputs"]["seed"]) == (bench.PROMPT, bench.SEED)
+    assert first["1"]["inputs"]["chat_id"] == str(ADMIN)
+
+
+async def test_bench_of_an_edit_command_uses_the_fixed_picture(courier, botapi_bot, fake):
+    install(fake, StandIn())
+    botapi_bot.inject_text(ADMIN, "/bench demoedit 1")
+    report = await reply_with(botapi_bot, "Benchmark: demoedit", timeout=DONE_TIMEOUT_S)
+    assert "not stored" in report.params["text"] and "#" not in report.params["text"]
+    assert fake.files[("input", "courier", "courier-bench.png")] == bench.bench_picture()
+    assert fake.prompts[0]["prompt"]["1"]["inputs"]["image"] == "courier/courier-bench.png"
+
+
+async def test_a_run_stored_in_another_database_is_named_as_such(courier, botapi_bot, fake):
+    install(fake, StandIn(stored_id=424242))
+    botapi_bot.inject_text(ADMIN, "/bench demo 1")
+    report = await reply_with(botapi_bot, "Benchmark: demo", timeout=DONE_TIMEOUT_S)
+    assert "in its own database (#424242), not in the bot's" in report.params["text"]
+
+
+async def test_bench_on_a_backend_without_the_pack_fails_clearly(courier, botapi_bot):
+    botapi_bot.inject_text(ADMIN, "/bench demo")
+    failed = await botapi_bot.wait_for_call("editMessageText", where=lambda c: "failed" in c.params["text"],
+                                            timeout=DONE_TIMEOUT_S)
+    assert "not installed: CourierBenchmark" in failed.params["text"]
+    [job] = await job_rows(courier)
+    assert job["status"] == "failed"
+
+
+def stored(workflow, device, seconds, host="box"):
+    return BenchmarkRun(workflow=workflow, device=device, host=host, comfyui_version="0.3.64", torch_version="2",
+                        repeats=len(seconds), warmup=1, wall_s=list(seconds), stats={}, per_node={},
+                        peak_memory_bytes=None)
+
+
+async def compare_reply(bot, text):
+    """The message and the chart that answer ``text`` (the calls after it: /compare answers at once)."""
+    before = len(bot.outbox)
+    bot.inject_text(ADMIN, text)
+    message = await bot.wait_for_call("sendMessage", where=lambda c: c in bot.outbox[before:])
+    chart = await bot.wait_for_call("sendDocument", where=lambda c: c in bot.outbox[before:])
+    assert message.params["parse_mode"] == "HTML"
+    return message.result["text"], png(bot.file_bytes(chart.result["document"]["file_id"]))
+
+
+async def test_compare_sends_the_table_and_the_chart(courier, botapi_bot):
+    text, chart = await compare_reply(botapi_bot, "/compare")
+    assert "No stored benchmark runs yet" in text and "Reference: the seed's published" in text
+    assert "33.5 %" in text and "1.50x" in text  # SD 3.5, the seed's way and as a ratio
+    assert chart.size == (960, 36 + 540)
+
+    for run in (stored("demo", "Intel(R) Xeon(R) CPU @ 2.20GHz", [2.0]), stored("demo", "NVIDIA H200", [0.5], "gpu"),
+                stored("demo", "NVIDIA H100", [0.8], "gpu2")):
+        await save_run(courier.store.pool, run)
+    text, chart = await compare_reply(botapi_bot, "/compare")
+    assert "Stored runs" in text
+    assert "old: NVIDIA H100 (gpu2)\nnew: NVIDIA H200 (gpu)" in text  # the two run last; the slower is old
+    assert "37.5 %" in text and "1.60x" in text and "Also stored: Intel(R) Xeon(R) CPU @ 2.20GHz (box)" in text
+    assert chart.size == (960, 540 + 36 + 540)
+
+    text, chart = await compare_reply(botapi_bot, "/compare /demo")
+    assert "Reference" not in text and chart.size == (960, 540)
+    text, chart = await compare_reply(botapi_bot, "/compare SD 3.5")
+    assert "No stored benchmark runs of SD 3.5 yet" in text and "8.96" in text
+
+
+async def test_compare_with_one_device_says_what_is_missing(courier, botapi_bot):
+    await save_run(courier.store.pool, stored("demo", "cpu", [1.0]))
+    botapi_bot.inject_text(ADMIN, "/compare demo")
+    await reply_with(botapi_bot, "Every stored run of demo is from one device (cpu (box))")
+
+
+async def test_bench_with_a_real_comfyui(botapi, botapi_bot, pg_database, comfyui_factory, tmp_path):
+    """The real Benchmark node on a real ComfyUI whose pack shares the bot's database."""
+    if not os.environ.get("COMFYUI_DIR"):
+        pytest.skip("COMFYUI_DIR is not set")
+    backend = comfyui_factory(env={"COURIER_DATABASE_URL": pg_database})
+    async with running_courier(botapi, botapi_bot, pg_database, backend.url, tmp_path) as courier:
+        botapi_bot.inject_text(ADMIN, "/bench demo 2")
+        report = await reply_with(botapi_bot, "Benchmark: demo", timeout=180)
+        text = report.params["text"]
+        assert "2 measured runs after 1 warm-up" in text, text
+        assert "Stored as benchmark run #" in text, text + "\n" + backend.log_tail()
+        chart = await botapi_bot.wait_for_call("sendDocument", timeout=60)
+        image = png(botapi_bot.file_bytes(chart.result["document"]["file_id"]))
+        assert image.size == (960, 540) and not {"prompt", "workflow"} & set(image.info)
+        [run] = await load_runs(courier.store.pool, workflow="demo")
+        assert run.repeats == 2 and len(run.extra["prompt_ids"]) == 2 and run.device
+        await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"].startswith("Done"),
+                                       timeout=60)
+        [job] = await job_rows(courier)
+        result = json.loads(job["result"]) if isinstance(job["result"], str) else job["result"]
+        assert job["status"] == "succeeded" and result["benchmark_run_id"] == run.id
+        assert set(run.extra["prompt_ids"]) <= set(result["prompt_ids"])
+
+        await save_run(courier.store.pool, stored("demo", "Some GPU", [run.stats["median"] / 4], "elsewhere"))
+        text, chart = await compare_reply(botapi_bot, "/compare demo")
+        assert f"{run.device} ({run.host})" in text and "75.0 %" in text and "4.00x" in text
