@@ -14,12 +14,21 @@ from __future__ import annotations
 import io
 import itertools
 import unicodedata
+from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Iterable
 
 from PIL import Image, ImageDraw, ImageFont
 
-from .compare import STATISTICS, Row, Side, Table, build_table, reference_data, reference_runs, run_seconds
+from .compare import (
+    STATISTICS,
+    Row,
+    Side,
+    Table,
+    build_table,
+    reference_data,
+    reference_runs,
+    run_seconds,
+)
 from .report import comparison_chart
 
 MAX_SIDE_CHARS = 256

@@ -34,7 +34,15 @@ from .. import imaging
 from ..gpu.session import is_link, with_benchmark_node
 from ..logs import get_logger
 from ..store import benchmarks
-from .comfy_client import BackendUnavailable, ComfyClient, ComfyError, Event, ExecutionFailed, Interrupted, PromptLost
+from .comfy_client import (
+    BackendUnavailable,
+    ComfyClient,
+    ComfyError,
+    Event,
+    ExecutionFailed,
+    Interrupted,
+    PromptLost,
+)
 from .workflow import fill_job, requires_image
 
 log = get_logger("bench")

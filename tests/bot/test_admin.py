@@ -9,8 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-from PIL import Image
-
 from comfyui_courier.config import load_settings
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.gpu.runs import BenchmarkRun
@@ -18,6 +16,7 @@ from comfyui_courier.gpu.storage import load_runs, save_run
 from comfyui_courier.jobs import bench
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.jobs.bench_standin import StandIn, install
+from PIL import Image
 
 ADMIN = 111
 USER = 222  # allowed, not an admin

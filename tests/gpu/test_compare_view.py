@@ -4,11 +4,10 @@ import io
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from PIL import Image
-
 from comfyui_courier.gpu import compare_view
 from comfyui_courier.gpu.compare import Side, reference_data
 from comfyui_courier.gpu.runs import BenchmarkRun
+from PIL import Image
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 XEON = "Intel(R) Xeon(R) CPU @ 2.20GHz"  # an '@' in a real device name
@@ -21,7 +20,7 @@ def run(workflow, device, seconds, host="box", at=0):
 
 
 def test_reference_rows_reproduce_the_published_speedups():
-    reply, _, reference = compare_view.comparison([], Side("a"), Side("b"))
+    reply, _, _ = compare_view.comparison([], Side("a"), Side("b"))
     published = {w["workflow"]: w for w in reference_data()["workflows"]}
     rows = reply["rows"]
     assert [r["workflow"] for r in rows] == list(published) and all(r["reference"] for r in rows)
@@ -39,7 +38,7 @@ def test_reference_rows_reproduce_the_published_speedups():
 def test_stored_rows_come_first_and_use_each_sides_latest_run():
     runs = [run("demo", XEON, [2.0, 2.2, 2.1], at=0), run("demo", XEON, [4.0], at=5),  # latest wins
             run("demo", "NVIDIA H200", [1.0], host="gpu", at=1), run("only-old", XEON, [1.0], at=2)]
-    reply, table, _ = compare_view.comparison(runs, Side(XEON, "box"), Side("NVIDIA H200"))
+    reply, _, _ = compare_view.comparison(runs, Side(XEON, "box"), Side("NVIDIA H200"))
     stored = [r for r in reply["rows"] if not r["reference"]]
     assert stored == [{"workflow": "demo", "old": f"{XEON} (box)", "new": "NVIDIA H200", "t_old": 4.0,
                        "t_new": 1.0, "speedup_pct": 75.0, "ratio": 4.0, "reference": False}]

@@ -15,7 +15,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from comfyui_courier.gpu import multi
 from comfyui_courier.tests.fixtures.comfyui import PACK_ROOT, comfyui_python, free_port
 
@@ -81,7 +80,7 @@ def test_bad_plans_say_why(fake_comfyui, tmp_path):
 
 def run_script(path: Path, env: dict, timeout: float = 30) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("COURIER_", "TELEGRAM_"))}
-    return subprocess.run(["bash", str(path)], env={**clean, **env}, capture_output=True, text=True,
+    return subprocess.run(["bash", str(path)], env={**clean, **env}, capture_output=True, text=True, check=False,
                           timeout=timeout)
 
 
@@ -96,7 +95,7 @@ def test_the_script_starts_each_instance_as_planned(fake_comfyui, tmp_path):
                            base_directory=tmp_path)
     path = tmp_path / "gpus.sh"
     path.write_text(multi.script(plan))
-    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
 
     refused = run_script(path, {"TELEGRAM_BOT_TOKEN": "123:abc"})
     assert refused.returncode != 0 and "COURIER_DATABASE_URL" in refused.stderr
@@ -121,7 +120,7 @@ def test_the_script_starts_each_instance_as_planned(fake_comfyui, tmp_path):
 
 def pack_cli(*args, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(PACK_ROOT), "multi-gpu", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, check=False)
 
 
 def test_the_cli_prints_or_writes_the_script(fake_comfyui, tmp_path):

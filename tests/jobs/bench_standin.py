@@ -15,10 +15,14 @@ import dataclasses
 import heapq
 import uuid
 
-from PIL import Image
-
-from comfyui_courier.emulator.comfyui_api import CORE_NODES, FakeComfyUI, NodeSpec, _Failure
+from comfyui_courier.emulator.comfyui_api import (
+    CORE_NODES,
+    FakeComfyUI,
+    NodeSpec,
+    _Failure,
+)
 from comfyui_courier.gpu.session import RUN_KEY, Session, queued_prompts
+from PIL import Image
 
 BLOCKED = "<blocked by the Benchmark node>"  # stands for ComfyUI's ExecutionBlocker
 

@@ -9,17 +9,22 @@ import io
 import json
 
 import pytest
-from PIL import Image
-
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.gpu.runs import BenchmarkRun
 from comfyui_courier.gpu.session import RUN_KEY
 from comfyui_courier.gpu.storage import save_run
 from comfyui_courier.jobs import bench
-from comfyui_courier.jobs.comfy_client import ComfyClient, Event, ExecutionFailed, Interrupted, PromptRejected
+from comfyui_courier.jobs.comfy_client import (
+    ComfyClient,
+    Event,
+    ExecutionFailed,
+    Interrupted,
+    PromptRejected,
+)
 from comfyui_courier.jobs.seed import SEED_DIR
 from comfyui_courier.jobs.workflow import WorkflowError
 from comfyui_courier.tests.jobs.bench_standin import StandIn, install
+from PIL import Image
 
 DEMO = json.loads((SEED_DIR / "demo.json").read_text())
 DEMOEDIT = json.loads((SEED_DIR / "demoedit.json").read_text())
