@@ -1,12 +1,17 @@
-"""GET /courier/benchmarks[?workflow=W&limit=N]: stored runs of the Benchmark node, newest first."""
+"""Benchmark runs: GET /courier/benchmarks (stored runs, newest first), POST /courier/benchmarks/run."""
 
 from __future__ import annotations
 
 from aiohttp import web
+from telegram.error import TelegramError
 
+from ..bot import i18n
 from ..gpu.storage import load_runs
+from ..jobs import bench as bench_job
+from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER
-from .api import STATUS, ApiError, endpoint, json_response, query_int, store_of
+from ..store import commands, jobs, users
+from .api import ADMIN, STATUS, ApiError, Field, check_body, endpoint, json_response, query_int, read_json, store_of
 
 routes = web.RouteTableDef()
 
@@ -23,3 +28,38 @@ async def benchmark_runs(request: web.Request) -> web.Response:
         raise ApiError(400, "bad_query", "'workflow' is longer than 256")
     runs = await load_runs(store_of(request.app[COURIER]).pool, workflow=workflow, limit=limit)
     return json_response({"runs": [{name: getattr(run, name) for name in RUN_FIELDS} for run in runs]})
+
+
+@routes.post("/courier/benchmarks/run")
+@endpoint(ADMIN)
+async def run_benchmark(request: web.Request) -> web.Response:
+    """Queue ``/bench`` for a stored command; the report and chart go to ``chat_id`` (an admin's chat)."""
+    body = check_body(await read_json(request), {"command": Field(str, required=True, max_length=32),
+                                                 "repeats": Field(int), "chat_id": Field(int, required=True)})
+    courier = request.app[COURIER]
+    if courier.bot is None:
+        raise ApiError(503, "no_bot", "the bot is not running: results could not be delivered")
+    if body["chat_id"] not in courier.settings.admin_users:
+        raise ApiError(403, "not_admin", "chat_id must be one of COURIER_ADMIN_USERS")
+    pool = store_of(courier).pool
+    command = await commands.get_command(pool, body["command"].lstrip("/"))
+    if command is None:
+        raise ApiError(404, "unknown_command", f"no command named {body['command']!r}")
+    repeats = body.get("repeats", bench_job.DEFAULT_REPEATS)
+    try:
+        bench_job.benchmark_prompt(command.workflow, name=command.name, repeats=repeats)
+        params = bench_job.job_params(command.name, command.workflow, repeats, None)
+    except (WorkflowError, ValueError) as exc:
+        raise ApiError(400, "bad_benchmark", str(exc)) from None
+    chat_id = body["chat_id"]
+    try:
+        async with pool.acquire() as conn, conn.transaction():  # as the bot's handlers: see run_command
+            await users.upsert_user(conn, chat_id)
+            queued = await jobs.enqueue(conn, user_id=chat_id, chat_id=chat_id, command="bench", params=params)
+            status = await courier.bot.application.bot.send_message(chat_id, i18n.text(
+                courier.settings.language, "bench_queued", name=command.name, warmup=params["warmup"],
+                repeats=repeats, position=queued.position))
+            await jobs.set_status_message(conn, queued.job_id, status.message_id)
+    except TelegramError as exc:  # the transaction is rolled back: nothing queued
+        raise ApiError(502, "telegram_error", f"cannot message chat {chat_id}: {exc}") from None
+    return json_response({"job_id": queued.job_id, "position": queued.position}, status=202)

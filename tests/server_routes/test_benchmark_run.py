@@ -1,0 +1,67 @@
+"""POST /courier/benchmarks/run: queue /bench from the panel or a script, results to an admin's chat."""
+
+from pathlib import Path
+
+import pytest
+
+from comfyui_courier.config import load_settings
+from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.runtime import Courier
+from comfyui_courier.store import jobs
+from comfyui_courier.tests.server_routes.helpers import TOKEN
+
+ADMIN = 77
+
+
+@pytest.fixture
+async def running(courier_api, botapi, botapi_bot, pg_database, tmp_path):
+    async with FakeComfyUI() as comfy:
+        comfy.pause()  # the fake cannot run the Benchmark node: keep the job queued
+        settings = load_settings(None, {
+            "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
+            "COURIER_DATABASE_URL": pg_database, "COURIER_ADMIN_TOKEN": TOKEN,
+            "COURIER_ADMIN_USERS": str(ADMIN)})
+        courier = Courier(settings, Path(tmp_path), comfy.url)
+        await courier.start()
+        await courier.booted()
+        try:
+            yield courier, await courier_api(courier=courier)
+        finally:
+            await courier.stop()
+
+
+async def test_run_queues_a_benchmark_job_and_tells_the_admin(running, botapi, botapi_bot):
+    courier, api = running
+    status, reply, _ = await api.send("POST", "/courier/benchmarks/run", json={"command": "demo", "chat_id": ADMIN})
+    assert (status, reply["error"]["code"]) == (502, "telegram_error")  # the admin never wrote to the bot
+    assert await jobs.list_queue(courier.store.pool) == []  # ... so nothing was queued
+    botapi.add_user(ADMIN)
+    botapi_bot.inject_text(ADMIN, "/start")
+    status, reply, _ = await api.send("POST", "/courier/benchmarks/run",
+                                      json={"command": "demo", "repeats": 2, "chat_id": ADMIN})
+    assert status == 202, reply
+    job = await jobs.get_job(courier.store.pool, reply["job_id"])
+    assert (job.params["kind"], job.params["repeats"], job.chat_id) == ("benchmark", 2, ADMIN)
+    call = await botapi_bot.wait_for_call("sendMessage", where=lambda c: "Benchmark of /demo" in c.params["text"])
+    assert call.result["message_id"] == (await jobs.get_job(courier.store.pool, job.id)).status_message_id
+
+
+@pytest.mark.parametrize("body, status, code", [
+    ({"command": "demo", "chat_id": 5}, 403, "not_admin"),
+    ({"command": "nosuch", "chat_id": ADMIN}, 404, "unknown_command"),
+    ({"command": "demo", "chat_id": ADMIN, "repeats": 0}, 400, "bad_benchmark"),
+    ({"command": "demo", "chat_id": ADMIN, "repeats": 500}, 400, "bad_benchmark"),
+    ({"command": "demo", "chat_id": "77"}, 400, "bad_body"),
+    ({"command": "../etc", "chat_id": ADMIN, "extra": 1}, 400, "bad_body"),
+])
+async def test_run_refuses_bad_requests(running, body, status, code):
+    _, api = running
+    got, reply, _ = await api.send("POST", "/courier/benchmarks/run", json=body)
+    assert (got, reply["error"]["code"]) == (status, code)
+
+
+async def test_run_needs_the_admin_token(running):
+    _, api = running
+    status, _, _ = await api.send("POST", "/courier/benchmarks/run", token=None,
+                                  json={"command": "demo", "chat_id": ADMIN})
+    assert status == 401
