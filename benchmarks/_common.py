@@ -108,3 +108,18 @@ def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(server, timeout: float) -> tuple[float | None, str]:
+    """Wait until the pack's database is ok or error; (seconds since spawn, state)."""
+    deadline = time.monotonic() + timeout
+    state = "unknown"
+    while time.monotonic() < deadline:
+        try:
+            state = server.get_json("/courier/health", timeout=2)["components"]["database"]["state"]
+        except (AssertionError, OSError, KeyError, ValueError):
+            pass
+        if state in ("ok", "error"):
+            return time.monotonic() - server.started_at, state
+        time.sleep(0.05)
+    return None, state

@@ -44,7 +44,7 @@ import time
 import urllib.request
 import uuid
 
-from _common import REPO_ROOT, Deadline, comfyui_dir_or_exit, figure, load_runner, note, write_figures
+from _common import Deadline, REPO_ROOT, comfyui_dir_or_exit, figure, load_runner, note, settle, write_figures
 
 RUN_KEY = "courier_benchmark_run"  # gpu/session.py: the key the Benchmark node tags its runs with
 PLAIN_KEY = "bench_node_run"  # the same trick for the plain runs
@@ -149,20 +149,6 @@ def report_of(history: dict) -> str:
     texts = [out["text"][0] for entry in history.values() for node, out in entry["outputs"].items()
              if node == "21" and "text" in out]
     return texts[-1] if texts else ""
-
-
-def settle_database(server, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    state = "unknown"
-    while time.monotonic() < deadline:
-        try:
-            state = server.get_json("/courier/health", timeout=2)["components"]["database"]["state"]
-        except (AssertionError, OSError, KeyError, ValueError):
-            pass
-        if state in ("ok", "error"):
-            break
-        time.sleep(0.2)
-    return state
 
 
 class InProcessComfyUI:
@@ -316,7 +302,7 @@ def main() -> int:
     try:
         server.start()
         note(f"ComfyUI ready in {server.ready_seconds:.1f} s; database: "
-             f"{settle_database(server, min(60, deadline.remaining()))}")
+             f"{settle(server, min(60, deadline.remaining()))[1]}")
         client = Client(server)
         session_inputs = {"repeats": args.repeats, "warmup": 1, "workflow_name": "bench_node weight-free",
                           "host": "", "save": True}

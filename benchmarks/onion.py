@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import logging
 import os
 import shutil
@@ -42,24 +41,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO_ROOT, Deadline, figure, load_runner, note, write_figures
+from _common import Deadline, REPO_ROOT, figure, load_pack, load_runner, note, write_figures
 from aiohttp import ClientError, TraceConfig, web
 
 REACH_S = 60
 ADDRESS_S = 120  # ComfyUI's anon: launch, bootstrap, keys
 JOB_S = 120
 USER = 4242
-
-
-def load_pack():
-    """The pack as package ``comfyui_courier``, loaded by path like ComfyUI does."""
-    if "comfyui_courier" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "comfyui_courier", REPO_ROOT / "__init__.py", submodule_search_locations=[str(REPO_ROOT)])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["comfyui_courier"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["comfyui_courier"]
 
 
 async def stats_server() -> tuple[web.AppRunner, str]:

@@ -30,8 +30,8 @@ import statistics
 import time
 from pathlib import Path
 
-from _common import (REPO_ROOT, Deadline, comfyui_dir_or_exit, cpu_seconds, figure, load_runner,
-                     note, pss_bytes, write_figures)
+from _common import (REPO_ROOT, Deadline, comfyui_dir_or_exit, cpu_seconds, figure, load_runner, note, pss_bytes,
+                     settle, write_figures)
 
 GOAL_ADDED_MS = 300
 GOAL_ADDED_RSS_MB = 60
@@ -39,21 +39,6 @@ START_TIMEOUT_S = 90
 SETTLE_TIMEOUT_S = 30
 RUN_NEEDS_S = 20  # do not begin a run with less budget left than this
 MB = 2**20
-
-
-def settle(server, timeout: float) -> tuple[float | None, str]:
-    """Wait until the pack's database is ok or error; (seconds since spawn, state)."""
-    deadline = time.monotonic() + timeout
-    state = "unknown"
-    while time.monotonic() < deadline:
-        try:
-            state = server.get_json("/courier/health", timeout=2)["components"]["database"]["state"]
-        except (AssertionError, OSError, KeyError, ValueError):
-            pass
-        if state in ("ok", "error"):
-            return time.monotonic() - server.started_at, state
-        time.sleep(0.05)
-    return None, state
 
 
 def one_run(runner, comfyui_dir: Path, base: Path, with_pack: bool, deadline: Deadline) -> dict:

@@ -2,18 +2,15 @@
 the dispatcher and a ComfyUI backend (the transcript-faithful fake; a real ComfyUI too
 when COMFYUI_DIR is set)."""
 
-import contextlib
 import io
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from comfyui_courier.config import load_settings
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
-from comfyui_courier.runtime import Courier
+from comfyui_courier.tests.support.courier import running_courier
 
 USER = 111
 STRANGER = 999
@@ -38,35 +35,17 @@ async def fake_comfy():
 
 @pytest.fixture
 async def courier(botapi, botapi_bot, pg_database, backend_url, tmp_path):
-    async with running_courier(botapi, botapi_bot, pg_database, backend_url, tmp_path) as service:
+    async with running_courier(botapi, botapi_bot, pg_database, backend_url, tmp_path,
+                               COURIER_ALLOWED_USERS=f"{USER}") as service:
         yield service
 
 
 @pytest.fixture
 async def courier_on_fake(botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
     """For the bot's own behaviour: one backend is enough, the controllable fake."""
-    async with running_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path) as service:
+    async with running_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
+                               COURIER_ALLOWED_USERS=f"{USER}") as service:
         yield service
-
-
-@contextlib.asynccontextmanager
-async def running_courier(botapi, botapi_bot, pg_database, backend_url, tmp_path):
-    settings = load_settings(None, {
-        "TELEGRAM_BOT_TOKEN": botapi_bot.token,
-        "COURIER_TELEGRAM_API_URL": botapi.url,
-        "COURIER_DATABASE_URL": pg_database,
-        "COURIER_ALLOWED_USERS": f"{USER}",
-        "COURIER_PROGRESS_INTERVAL_S": "0",
-    })
-    service = Courier(settings, Path(tmp_path), backend_url)
-    await service.start()
-    try:
-        await service.booted()
-        assert service.health.state("bot") == "ok", service.health_report()
-        assert service.health.state("dispatcher") == "ok", service.health_report()
-        yield service
-    finally:
-        await service.stop()
 
 
 def png(data: bytes) -> np.ndarray:

@@ -2,45 +2,22 @@
 and a ComfyUI backend: the fake one with a scripted Benchmark node (``bench_standin``), and a real one with
 the real node when COMFYUI_DIR is set."""
 
-import contextlib
 import io
 import json
 import os
-from pathlib import Path
 
 import pytest
-from comfyui_courier.config import load_settings
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.gpu.runs import BenchmarkRun
 from comfyui_courier.gpu.storage import load_runs, save_run
 from comfyui_courier.jobs import bench
-from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.jobs.bench_standin import StandIn, install
+from comfyui_courier.tests.support.courier import running_courier
 from PIL import Image
 
 ADMIN = 111
 USER = 222  # allowed, not an admin
 DONE_TIMEOUT_S = 60
-
-
-@contextlib.asynccontextmanager
-async def running_courier(botapi, botapi_bot, pg_database, backend_url, tmp_path):
-    settings = load_settings(None, {
-        "TELEGRAM_BOT_TOKEN": botapi_bot.token,
-        "COURIER_TELEGRAM_API_URL": botapi.url,
-        "COURIER_DATABASE_URL": pg_database,
-        "COURIER_ALLOWED_USERS": f"{ADMIN},{USER}",
-        "COURIER_ADMIN_USERS": f"{ADMIN}",
-        "COURIER_PROGRESS_INTERVAL_S": "0",
-    })
-    service = Courier(settings, Path(tmp_path), backend_url)
-    await service.start()
-    try:
-        await service.booted()
-        assert service.health.state("dispatcher") == "ok", service.health_report()
-        yield service
-    finally:
-        await service.stop()
 
 
 @pytest.fixture
@@ -51,7 +28,8 @@ async def fake():
 
 @pytest.fixture
 async def courier(botapi, botapi_bot, pg_database, fake, tmp_path):
-    async with running_courier(botapi, botapi_bot, pg_database, fake.url, tmp_path) as service:
+    async with running_courier(botapi, botapi_bot, pg_database, fake.url, tmp_path,
+                               COURIER_ALLOWED_USERS=f"{ADMIN},{USER}", COURIER_ADMIN_USERS=f"{ADMIN}") as service:
         yield service
 
 
@@ -212,7 +190,8 @@ async def test_bench_with_a_real_comfyui(botapi, botapi_bot, pg_database, comfyu
     if not os.environ.get("COMFYUI_DIR"):
         pytest.skip("COMFYUI_DIR is not set")
     backend = comfyui_factory(env={"COURIER_DATABASE_URL": pg_database})
-    async with running_courier(botapi, botapi_bot, pg_database, backend.url, tmp_path) as courier:
+    async with running_courier(botapi, botapi_bot, pg_database, backend.url, tmp_path,
+                               COURIER_ALLOWED_USERS=f"{ADMIN},{USER}", COURIER_ADMIN_USERS=f"{ADMIN}") as courier:
         botapi_bot.inject_text(ADMIN, "/bench demo 2")
         report = await reply_with(botapi_bot, "Benchmark: demo", timeout=180)
         text = report.params["text"]
