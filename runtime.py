@@ -103,8 +103,9 @@ class Courier:
                 if self.anyone is not None and not self.settings.anyone_socks_url:
                     await self.anyone.wait_ready(ANYONE_READY_TIMEOUT_S)
                 proxy = telegram_proxy_url(self.settings, self.anyone.socks_url if self.anyone else None)
-            except AnyoneError as exc:  # never fall back to a direct connection
-                self.health.set("bot", "error", f"Telegram traffic must go through Anyone: {exc}")
+            except (AnyoneError, asyncio.TimeoutError) as exc:  # never fall back to a direct connection
+                self.health.set("bot", "error", f"Telegram traffic must go through Anyone, which is not ready: "
+                                                f"{exc or 'no bootstrap in time'}")
                 return
         self.bot = BotService(self.settings, self.store, self.health, proxy=proxy)
         if not await self.bot.start():
