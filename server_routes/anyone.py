@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ..anyone.hidden_service import qr_png
 from ..runtime import COURIER
 
 routes = web.RouteTableDef()
@@ -31,5 +30,7 @@ async def anyone_qr(request: web.Request) -> web.Response:
         return web.json_response({"error": {"code": "no_address",
                                              "message": "this server is not published as a hidden service"}},
                                  status=404)
+    from ..anyone.hidden_service import qr_png  # here: anon's controller library loads only when used
+
     return web.Response(body=qr_png(address), content_type="image/png",
                         headers={"Cache-Control": "no-store"})

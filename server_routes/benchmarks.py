@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 from aiohttp import web
-from telegram.error import TelegramError
 
-from ..bot import i18n
 from ..gpu.storage import load_runs
-from ..jobs import bench as bench_job
 from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER
 from ..store import commands, jobs, users
@@ -34,6 +31,10 @@ async def benchmark_runs(request: web.Request) -> web.Response:
 @endpoint(ADMIN)
 async def run_benchmark(request: web.Request) -> web.Response:
     """Queue ``/bench`` for a stored command; the report and chart go to ``chat_id`` (an admin's chat)."""
+    from telegram.error import TelegramError  # here: python-telegram-bot loads with the bot, not with ComfyUI
+
+    from ..bot import i18n
+    from ..jobs import bench as bench_job
     body = check_body(await read_json(request), {"command": Field(str, required=True, max_length=32),
                                                  "repeats": Field(int), "chat_id": Field(int, required=True)})
     courier = request.app[COURIER]
