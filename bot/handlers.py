@@ -16,7 +16,9 @@ from . import admin
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, parse_command
 
-BUILTIN_COMMANDS = ("start", "help", "status", "cancel", *admin.ADMIN_COMMANDS)
+MENU_COMMANDS = {"help": "List the commands", "status": "Your jobs in the queue", "cancel": "Cancel your jobs"}
+"""Built-ins shown in everyone's Telegram menu (admin commands are not)."""
+BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_SEED = 2**32 - 1
 
 

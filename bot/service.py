@@ -18,7 +18,7 @@ from ..config import Settings
 from ..health import Health
 from ..store import commands
 from .context import BotData, CourierContext
-from .handlers import BUILTIN_COMMANDS, build_handlers
+from .handlers import MENU_COMMANDS, build_handlers
 from ..logs import get_logger
 
 log = get_logger("bot")
@@ -95,7 +95,7 @@ class BotService:
         """Telegram's command menu = the enabled commands of the table (setMyCommands)."""
         listed = await commands.list_commands(self.application.bot_data.store.pool, enabled_only=True)
         menu = [BotCommand(c.name, c.description[:256] or c.name) for c in listed]
-        menu += [BotCommand(name, name) for name in BUILTIN_COMMANDS if name != "start"]
+        menu += [BotCommand(name, description) for name, description in MENU_COMMANDS.items()]
         try:
             await self.application.bot.set_my_commands(menu[:100])
         except TelegramError as exc:

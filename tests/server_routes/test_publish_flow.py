@@ -44,6 +44,7 @@ def replies_to(request):
 async def test_published_command_is_in_the_menu_and_runs_without_restart(running, botapi_bot):
     api = running
     assert "mycmd" not in menu(botapi_bot)
+    assert "help" in menu(botapi_bot) and "bench" not in menu(botapi_bot)  # admin commands stay off the menu
     status, reply, _ = await api.send("POST", "/courier/commands",
                                       json={"workflow": demo_graph(), "name": "mycmd", "description": "Cards"})
     assert (status, reply["menu_updated"]) == (201, True)
