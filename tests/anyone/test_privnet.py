@@ -22,6 +22,7 @@ from comfyui_courier.anyone import (
 )
 from comfyui_courier.anyone.hidden_service import HiddenService
 from comfyui_courier.config import Settings
+from comfyui_courier.tests.support.http import serve_app
 
 REACH_S = 90  # descriptor upload + rendezvous on a fresh service take a few seconds here
 ATTEMPT_S = 10  # a stuck attempt (old descriptor, stuck circuit) is dropped and retried on fresh circuits
@@ -38,13 +39,8 @@ async def fake_comfyui():
 
     app = web.Application()
     app.router.add_get("/system_stats", system_stats)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
-    yield url, peers
-    await runner.cleanup()
+    async with serve_app(app) as url:
+        yield url, peers
 
 
 async def get_stats(url: str, socks_url: str) -> dict:

@@ -20,6 +20,7 @@ from comfyui_courier.anyone import (
 )
 from comfyui_courier.anyone.transport import DirectConnector
 from comfyui_courier.config import Settings
+from comfyui_courier.tests.support.http import serve_app
 
 ONION = "http://wfy2yxcngp7liper5a3h6fodo7s5mlobfz7a5e7jmrym6gr6gshhyeid.anon"
 SOCKS = "socks5h://127.0.0.1:9999"
@@ -81,21 +82,14 @@ async def test_private_mode_refuses_a_redirect_off_loopback():
 
     app = web.Application()
     app.router.add_get("/system_stats", hop)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    url = f"http://127.0.0.1:{port}/system_stats"
-    try:
+    async with serve_app(app) as root:
+        url = f"{root}/system_stats"
         async with aiohttp.ClientSession(connector=make_connector(url, Settings(private_mode=True))) as s:
             with pytest.raises(PrivateModeViolation):
                 await s.get(url)
         async with aiohttp.ClientSession(connector=make_connector(url, Settings())) as s:
             with pytest.raises(AnyoneUnavailable):  # a direct connector never resolves .anon
                 await s.get(f"{ONION}/system_stats")
-    finally:
-        await runner.cleanup()
 
 
 async def test_onion_connector_never_leaves_for_clearnet():

@@ -17,6 +17,7 @@ from telegram.ext import (
     filters,
 )
 from telegram.request import HTTPXRequest
+from comfyui_courier.tests.support.http import serve_app
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -36,14 +37,8 @@ async def webhook_receiver(handler):
     """A tiny aiohttp server on 127.0.0.1 that hands each POST to ``handler``; yields its URL."""
     app = web.Application()
     app.router.add_post("/hook", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as url:
+        yield f"{url}/hook"
 
 
 async def test_offset_confirms_and_limit_caps(botapi_bot, tg):
