@@ -52,6 +52,11 @@ def test_tool_comfy_table_has_what_the_registry_needs():
     assert comfy["PublisherId"].strip()
     assert comfy["DisplayName"] == "ComfyUI Courier"
     assert comfy["Icon"].startswith("https://")
+    # The registry shows the file at that URL: the path after the branch must exist in the pack.
+    repository = pyproject()["project"]["urls"]["Repository"].removeprefix("https://github.com/")
+    prefix = f"https://raw.githubusercontent.com/{repository}/main/"
+    assert comfy["Icon"].startswith(prefix), comfy["Icon"]
+    assert (PACK_ROOT / comfy["Icon"].removeprefix(prefix)).is_file(), comfy["Icon"]
     assert comfy["requires-comfyui"].strip()
 
 
