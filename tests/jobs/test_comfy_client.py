@@ -1,7 +1,7 @@
 """ComfyClient against the fake ComfyUI, and the shared tests also against a real one.
 
-The real ComfyUI runs when COMFYUI_DIR is set (interpreter: $COMFYUI_PYTHON or
-<COMFYUI_DIR>/.venv/bin/python): a bare server, core nodes only, started once
+The real ComfyUI runs when COMFYUI_DIR is set (interpreter: $COMFYUI_PYTHON,
+<COMFYUI_DIR>/.venv/bin/python, or ours): a bare server, core nodes only, started once
 for this module with ``--cpu`` on 127.0.0.1 and its own ``--base-directory``.
 """
 
@@ -9,13 +9,7 @@ import asyncio
 import io
 import os
 import random
-import signal
-import socket
-import subprocess
-import time
-import urllib.request
 import uuid
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -33,12 +27,9 @@ from comfyui_courier.jobs.comfy_client import (
     describe_error,
     parse_preview,
 )
+from comfyui_courier.tests.fixtures.comfyui import ComfyUIProcess, free_port
 from comfyui_courier.tests.support.graphs import FLUX
 from PIL import Image
-
-READY_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 20.0
-
 
 def invert_workflow(color: int, width: int = 64, height: int = 48) -> dict:
     return {
@@ -66,50 +57,14 @@ def png(rgb: tuple[int, int, int], size: tuple[int, int] = (20, 10)) -> bytes:
     return out.getvalue()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def real_comfyui(tmp_path_factory):
-    """Base URL of a real ComfyUI from $COMFYUI_DIR, for this module."""
+    """Base URL of a real ComfyUI from $COMFYUI_DIR (no pack), for this module."""
     directory = os.environ.get("COMFYUI_DIR")
     if not directory:
         pytest.skip("COMFYUI_DIR is not set: no real ComfyUI to test against")
-    python = os.environ.get("COMFYUI_PYTHON") or str(Path(directory) / ".venv" / "bin" / "python")
-    if not Path(python).exists():
-        pytest.skip(f"no interpreter for ComfyUI at {python} (set COMFYUI_PYTHON)")
-    base = tmp_path_factory.mktemp("comfyui-base")
-    (base / "custom_nodes").mkdir()  # ComfyUI lists it before it creates it
-    port = free_port()
-    log_path = base / "comfyui.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [python, str(Path(directory) / "main.py"), "--cpu", "--listen", "127.0.0.1", "--port", str(port),
-             "--base-directory", str(base)], cwd=base, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"ComfyUI exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/system_stats", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"ComfyUI not ready after {READY_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}")
-                time.sleep(0.25)
-        yield url
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with ComfyUIProcess(directory, tmp_path_factory.mktemp("comfyui-base"), with_pack=False) as server:
+        yield server.url
 
 
 @pytest.fixture
