@@ -12,6 +12,8 @@ from comfyui_courier.anyone import (
 )
 from comfyui_courier.anyone.hidden_service import (
     ADDRESS as ADDRESS_FORMAT,
+)
+from comfyui_courier.anyone.hidden_service import (
     BOT_HOST,
     HiddenService,
     _x25519,

@@ -48,7 +48,7 @@ async def test_client_auth_is_on_by_default_and_never_publishes_without_a_client
 
 async def test_opting_out_of_client_auth_is_loud(tmp_path, caplog):
     fake_anon(tmp_path)
-    service, report = await started(tmp_path, anyone_enabled=True, anyone_agree_to_terms=True,
+    service, _ = await started(tmp_path, anyone_enabled=True, anyone_agree_to_terms=True,
                                     anyone_client_auth=False)
     try:
         assert service.process is not None  # published (anon itself is a stand-in here)
@@ -64,7 +64,7 @@ async def test_hidden_service_points_at_the_gateway_not_at_comfyui(tmp_path):
     fake_anon(tmp_path)
     (tmp_path / "anyone" / "hs").mkdir(parents=True)
     (tmp_path / "anyone" / "hs" / "hostname").write_text("a" * 56 + ".anon\n")
-    service, report = await started(tmp_path, anyone_enabled=True, anyone_agree_to_terms=True)
+    service, _ = await started(tmp_path, anyone_enabled=True, anyone_agree_to_terms=True)
     try:
         assert "warning" not in service.health()
         ports = [v for k, v in service.process.options if k == "HiddenServicePort"]
