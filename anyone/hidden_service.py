@@ -165,6 +165,12 @@ class HiddenService:
         return [("HiddenServiceDir", str(self.dir)),
                 ("HiddenServicePort", f"{VIRTUAL_PORT} {self.target}")]
 
+    def keygen_options(self, data_dir: Path) -> Options:
+        """torrc of the one-off anon that only creates the keys: no network, no ports, follows its owner."""
+        return [("AgreeToTerms", "1"), ("DataDirectory", str(data_dir)), ("DisableNetwork", "1"), ("SocksPort", "0"),
+                ("__OwningControllerProcess", str(os.getpid())), ("Log", "err stdout"),
+                ("HiddenServiceDir", str(self.dir)), ("HiddenServicePort", f"{VIRTUAL_PORT} 127.0.0.1:9")]
+
     async def create_keys(self, binary: Path) -> str:
         """Have anon create the service keys with the network disabled (nothing is published); the address.
 
@@ -174,10 +180,7 @@ class HiddenService:
         work = self.dir.parent / "keygen"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(mode=0o700)
-        (work / "torrc").write_text(render_torrc([
-            ("AgreeToTerms", "1"), ("DataDirectory", str(work)), ("DisableNetwork", "1"), ("SocksPort", "0"),
-            ("__OwningControllerProcess", str(os.getpid())), ("Log", "err stdout"),
-            ("HiddenServiceDir", str(self.dir)), ("HiddenServicePort", f"{VIRTUAL_PORT} 127.0.0.1:9")]))
+        (work / "torrc").write_text(render_torrc(self.keygen_options(work)))
         proc = await asyncio.create_subprocess_exec(str(binary), "-f", str(work / "torrc"),
                                                     stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)

@@ -79,6 +79,7 @@ async def proxied():
     backend = Backend()
     async with serve_app(backend.app()) as target, serve_app(gateway_app(target)) as url:
         yield url, backend
+        backend.release_rest.set()  # a failed streaming test must not hold /view open
 
 
 async def raw_request(url: str, request_line: str, headers: str = "") -> tuple[int, bytes]:

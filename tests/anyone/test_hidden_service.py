@@ -98,6 +98,8 @@ async def test_anon_creates_the_keys_with_the_network_disabled(anon_binary, tmp_
     assert ADDRESS_FORMAT.match(address) and address == hs.address
     assert (hs.dir / "hs_ed25519_secret_key").read_bytes().startswith(b"== ed25519v1-secret: type0 ==")
     assert not (tmp_path / "keygen").exists()  # the throwaway DataDirectory is gone
+    options = dict(hs.keygen_options(tmp_path / "keygen"))
+    assert options["DisableNetwork"] == "1" and options["SocksPort"] == "0"  # nothing published, nothing listens
     assert await hs.create_keys(anon_binary) == address  # existing keys are kept
 
 
