@@ -104,9 +104,12 @@ async def _forward(request: web.Request) -> web.StreamResponse:
             if key.lower() not in HOP_BY_HOP:
                 reply.headers.add(key, value)
         await reply.prepare(request)
-        async for chunk in upstream.content.iter_any():
-            await reply.write(chunk)
-        await reply.write_eof()
+        try:
+            async for chunk in upstream.content.iter_any():
+                await reply.write(chunk)
+            await reply.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away mid-download
     return reply
 
 
