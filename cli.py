@@ -23,7 +23,8 @@ def main(argv: list[str]) -> int:
                      help="ComfyUI server used when COURIER_BACKENDS is unset")
     sub.add_parser("install-anon", help="install the anon binary from the npm package", add_help=False)
     sub.add_parser("emulator", help="run the local Telegram Bot API emulator", add_help=False)
-    sub.add_parser("anyone-client", help="authorize clients of the hidden service", add_help=False)
+    sub.add_parser("anyone-client", help="authorize clients of the hidden service (prints what goes where)",
+                   add_help=False)
     sub.add_parser("multi-gpu", help="run one ComfyUI per GPU as backends of one bot", add_help=False)
     args, rest = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

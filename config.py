@@ -103,8 +103,12 @@ class Settings:
     anon_binary: str = _field("COURIER_ANON_BINARY", "", "Path to the anon binary; empty = installed one")
     anyone_socks_url: str = _field("COURIER_ANYONE_SOCKS", "",
                                    "SOCKS5 proxy for .anon backends; empty = the anon we start")
-    anyone_client_auth: bool = _field("COURIER_ANYONE_CLIENT_AUTH", False,
-                                      "Only clients with an authorized key reach the hidden service")
+    anyone_client_auth: bool = _field("COURIER_ANYONE_CLIENT_AUTH", True,
+                                      "Only clients with an authorized key reach the hidden service; "
+                                      "0 = anyone who learns the address (not recommended)")
+    anyone_expose_ui: bool = _field("COURIER_ANYONE_EXPOSE_UI", False,
+                                    "Pass every ComfyUI route through the hidden service (the editor, user "
+                                    "data, other packs' routes); off = only what a Courier bot needs")
     private_mode: bool = _field("COURIER_PRIVATE_MODE", False,
                                 "Bot-to-backend traffic may leave only through the Anyone SOCKS port")
     proxy_telegram: bool = _field("COURIER_PROXY_TELEGRAM", False,

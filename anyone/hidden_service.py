@@ -1,36 +1,45 @@
-"""The ComfyUI server as a persistent Anyone hidden service, with optional client authorization.
+"""The ComfyUI server as a persistent Anyone hidden service, with client authorization.
 
-Keys live in ``<data_dir>/anyone/hs`` (anon creates them on first launch), so the
-``.anon`` address survives restarts. We serve ``.anon`` addresses: the pinned
-anon 0.4.9.x knows no other onion suffix (see transport.py).
+Keys live in ``<data_dir>/anyone/hs``, so the ``.anon`` address survives restarts.
+We serve ``.anon`` addresses: the pinned anon 0.4.9.x knows no other onion suffix
+(see transport.py). anon forwards the service to the gateway (gateway.py), not
+to ComfyUI itself.
 
-Client authorization (v3): each authorized client has an x25519 key pair. The
-server keeps the public half in ``<data_dir>/anyone/clients/<name>.auth``; on
-start we copy those into ``hs/authorized_clients/`` when the setting is on and
-empty that folder when it is off, because anon enforces whatever it finds there
--- and publishes an *open* service when the folder is empty, so with the setting
-on and no client we refuse to publish at all.
+Client authorization (v3, on unless COURIER_ANYONE_CLIENT_AUTH=0): each
+authorized client has an x25519 key pair. The server keeps the public half in
+``<data_dir>/anyone/clients/<name>.auth``; on start we copy those into
+``hs/authorized_clients/`` when the setting is on and empty that folder when it
+is off, because anon enforces whatever it finds there -- and publishes an *open*
+service when the folder is empty. So the first start provisions: anon creates
+the service keys once with the network disabled, and one client, ``bot-host``,
+is authorized, its secret line written into this host's own ClientOnionAuthDir
+(``client_auth/``) so the bot here can reach the service; with the setting on
+and no client we never publish.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import io
 import ipaddress
+import os
 import re
 import secrets
 import shutil
 import sys
 from pathlib import Path
 
-from .errors import ClientAuthError
+from .errors import AnonStartError, ClientAuthError
 from .install import default_dir
-from .process import Options
+from .process import Options, exit_reason, render_torrc
 
 ADDRESS = re.compile(r"^[a-z2-7]{56}\.anon$")
 CLIENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 VIRTUAL_PORT = 80
+BOT_HOST = "bot-host"  # the client provisioned on first start, for the bot on this host
+KEYS_TIMEOUT_S = 30.0
 
 
 def _x25519(scalar: bytes, point: bytes) -> bytes:
@@ -156,6 +165,53 @@ class HiddenService:
         return [("HiddenServiceDir", str(self.dir)),
                 ("HiddenServicePort", f"{VIRTUAL_PORT} {self.target}")]
 
+    def keygen_options(self, data_dir: Path) -> Options:
+        """torrc of the one-off anon that only creates the keys: no network, no ports, follows its owner."""
+        return [("AgreeToTerms", "1"), ("DataDirectory", str(data_dir)), ("DisableNetwork", "1"), ("SocksPort", "0"),
+                ("__OwningControllerProcess", str(os.getpid())), ("Log", "err stdout"),
+                ("HiddenServiceDir", str(self.dir)), ("HiddenServicePort", f"{VIRTUAL_PORT} 127.0.0.1:9")]
+
+    async def create_keys(self, binary: Path) -> str:
+        """Have anon create the service keys with the network disabled (nothing is published); the address.
+
+        :raises AnonStartError: anon exited or wrote no hostname within KEYS_TIMEOUT_S.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        work = self.dir.parent / "keygen"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(mode=0o700)
+        (work / "torrc").write_text(render_torrc(self.keygen_options(work)))
+        proc = await asyncio.create_subprocess_exec(str(binary), "-f", str(work / "torrc"),
+                                                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + KEYS_TIMEOUT_S
+        try:
+            while self.address is None:
+                if proc.returncode is not None:
+                    said = (await proc.stdout.read()).decode(errors="replace").splitlines()
+                    raise AnonStartError(f"no hidden-service keys: {exit_reason(proc.returncode, said)}")
+                if loop.time() > deadline:
+                    raise AnonStartError(f"anon created no hidden-service keys in {KEYS_TIMEOUT_S:.0f} s")
+                await asyncio.sleep(0.05)
+            return self.address
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+            shutil.rmtree(work, ignore_errors=True)
+
+    async def provision(self, binary: Path, client_auth_dir: Path) -> Path | None:
+        """With client authorization on and no client yet: keys, client ``bot-host``, its line for our anon.
+
+        Returns the ``*.auth_private`` file written into ``client_auth_dir`` (None: nothing to do).
+        """
+        if not self.client_auth or self.clients():
+            return None
+        if self.address is None:
+            await self.create_keys(binary)
+        return write_client_credential(client_auth_dir, BOT_HOST, self.add_client(BOT_HOST))
+
     def add_client(self, name: str) -> str:
         """Authorize a new client; returns its client line (secret). Applies at the next (re)load."""
         if not CLIENT_NAME.match(name):
@@ -206,7 +262,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"anyone-client: {exc}", file=sys.stderr)
         return 1
     print(line)
-    print(f"Keep this line secret. On the client, save it as {args.name}.auth_private in its "
-          "ClientOnionAuthDir (for a Courier bot: <its data dir>/anyone/client_auth/). "
-          "Here, set COURIER_ANYONE_CLIENT_AUTH=1 and restart ComfyUI to apply.", file=sys.stderr)
+    print(client_instructions(args.name, service.address), file=sys.stderr)
     return 0
+
+
+def client_instructions(name: str, address: str) -> str:
+    """Where a client's secret line (printed on stdout by ``anyone-client add``) goes; names no secret."""
+    return (f"Client {name!r} may now reach http://{address}/ once ComfyUI restarts (client authorization "
+            "is on unless COURIER_ANYONE_CLIENT_AUTH=0).\n"
+            "On the client host, save the line above -- it is secret, keep it off chats and logs -- as:\n"
+            f"  file:      {name}.auth_private  (any name ending in .auth_private; owner-only, chmod 600)\n"
+            "  directory: for a Courier bot: <its data dir>/anyone/client_auth/ (created on its first start\n"
+            "             with COURIER_ANYONE=1; its default data dir is ~/.comfyui-courier, inside ComfyUI\n"
+            "             it is <ComfyUI>/user/courier); for another anon or Tor client: the folder\n"
+            "             its torrc names with ClientOnionAuthDir\n"
+            f"  content:   the one line above (e.g. run: anyone-client add {name} > {name}.auth_private)\n"
+            "then restart that client's anon (or Courier).")

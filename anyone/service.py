@@ -1,9 +1,12 @@
-"""AnyoneService: what the host starts -- anon, the hidden service, the SOCKS port for clients.
+"""AnyoneService: what the host starts -- anon, the hidden service, its gateway, the SOCKS port for clients.
+
+The hidden service forwards to the gateway (gateway.py, a filtering proxy on
+127.0.0.1), which passes only the routes a Courier bot needs on to ComfyUI.
 
 Layout under ``<data_dir>/anyone/``: ``anon/`` (anon's DataDirectory), ``hs/``
 (hidden-service keys and hostname), ``clients/`` (public keys of authorized
 clients), ``client_auth/`` (``*.auth_private`` lines that let *our* anon reach
-other services that use client authorization), and in tests only
+services that use client authorization, this host's own included), and in tests only
 ``test-network.torrc`` (join a private test network instead of the public one;
 see privnet.load_test_network).
 """
@@ -12,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from .errors import AnyoneError, ClientAuthError
+from .errors import AnonStartError, AnyoneError, ClientAuthError
+from .gateway import Gateway
 from .hidden_service import HiddenService, exposure_warning
 from .install import find_anon
 from .privnet import TEST_NETWORK_FILE, load_test_network
@@ -30,8 +33,8 @@ ANNOUNCE_TIMEOUT_S = 60.0
 class AnyoneService:
     """``await start()`` returns at once; anon boots and is supervised in the background.
 
-    ``local_backend`` (``http://127.0.0.1:8188``) is published as a hidden service;
-    None runs anon only as a client (a bot host without ComfyUI). ``health`` is the
+    ``local_backend`` (``http://127.0.0.1:8188``) is published as a hidden service,
+    through the gateway; None runs anon only as a client (a bot host without ComfyUI). ``health`` is the
     host's Health registry (component ``anyone``); ``listen`` is ComfyUI's
     ``--listen`` value, checked for exposure beyond loopback. ``network_options``
     are extra torrc lines, e.g. a private test network's.
@@ -46,11 +49,10 @@ class AnyoneService:
         self.listen = listen
         self.network_options = list(network_options)
         self.hidden_service: HiddenService | None = None
+        self.gateway: Gateway | None = None
         if local_backend:
-            parts = urlsplit(local_backend)
-            host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-            self.hidden_service = HiddenService(self.dir, f"{host}:{parts.port or 80}",
-                                                client_auth=settings.anyone_client_auth)
+            self.hidden_service = HiddenService(self.dir, client_auth=settings.anyone_client_auth)
+            self.gateway = Gateway(local_backend, expose_ui=settings.anyone_expose_ui)
         self.process: AnonProcess | None = None
         self.warning: str | None = None
         self.test_network: Path | None = None  # the test-network.torrc we joined, if any
@@ -80,6 +82,7 @@ class AnyoneService:
         if self.hidden_service is not None:
             report["onion_address"] = self.onion_address
             report["client_auth"] = self.settings.anyone_client_auth
+            report["expose_ui"] = self.settings.anyone_expose_ui
         if self.warning:
             report["warning"] = self.warning
         if self.test_network is not None:
@@ -110,14 +113,24 @@ class AnyoneService:
                         self.test_network)
             options += test_network
         if self.hidden_service is not None:
-            if self.listen is not None:
-                self.warning = exposure_warning(self.listen)
-                if self.warning:
-                    log.warning("%s", self.warning)
+            warnings = [w for w in (exposure_warning(self.listen) if self.listen is not None else None,
+                                    self._open_warning()) if w]
+            for warning in warnings:
+                log.warning("%s", warning)
+            self.warning = " ".join(warnings) or None
             try:
+                credential = await self.hidden_service.provision(binary, self._client_auth_dir())
+                self.hidden_service.target = await self.gateway.start()
                 options += self.hidden_service.prepare()
-            except (ClientAuthError, OSError) as exc:
+            except (AnonStartError, ClientAuthError, OSError) as exc:
+                await self.gateway.stop()
                 return self._report("error", f"hidden service not published: {exc}")
+            if credential is not None:
+                log.info("Client authorization is on: client %r was authorized for the bot on this host; its "
+                         "secret line is in %s (owner-only). A bot on another host needs that file (show it with "
+                         "`cat %s`) in <its data dir>/anyone/client_auth/; more clients: `python <pack folder> "
+                         "anyone-client --data-dir %s add NAME`", credential.stem, credential, credential,
+                         self.dir.parent)
         self.process = AnonProcess(binary, self.dir / "anon", options=options, on_change=self._on_change)
         await self.process.start()
         if self.hidden_service is not None:
@@ -129,6 +142,8 @@ class AnyoneService:
         if self.process is not None:
             await self.process.stop()
             self.process = None
+        if self.gateway is not None:
+            await self.gateway.stop()
         self._report("off", "stopped")
 
     async def wait_ready(self, timeout: float) -> None:
@@ -146,6 +161,18 @@ class AnyoneService:
             self.hidden_service.prepare()
             await self.process.reload()
         return line
+
+    def _open_warning(self) -> str | None:
+        """What the operator opted out of, loudly: client authorization, the route filter."""
+        exposed = ("every ComfyUI route (COURIER_ANYONE_EXPOSE_UI=1): the editor, user data and, with "
+                   "ComfyUI-Manager, node installation, i.e. running code on this machine"
+                   if self.settings.anyone_expose_ui else "the routes a Courier bot needs")
+        if not self.settings.anyone_client_auth:
+            return (f"CLIENT AUTHORIZATION IS OFF (COURIER_ANYONE_CLIENT_AUTH=0): anyone who learns this "
+                    f"hidden service's address reaches {exposed}. Unset the setting to require client keys.")
+        if self.settings.anyone_expose_ui:
+            return f"The hidden service passes {exposed}, to every authorized client."
+        return None
 
     def _client_auth_dir(self) -> Path:
         path = self.dir / "client_auth"

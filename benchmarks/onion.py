@@ -4,19 +4,23 @@
 
 Brings up the private Anyone network on 127.0.0.1 (anyone/privnet.py), publishes a
 loopback ``/system_stats`` server as a hidden service with AnyoneService (the
-production code), and times GET /system_stats through our transport, once
-through the onion path and once direct, each on one kept-alive connection
-after a warm-up request. Figures, as JSON lines on stdout:
+production code: client authorization on, the filtering gateway in front), and
+times GET /system_stats through our transport, once through the onion path (the
+service's own anon is the client: it holds the ``bot-host`` key the first start
+provisions) and once direct, each on one kept-alive connection after a warm-up
+request. Figures, as JSON lines on stdout:
 
 - ``privnet_bringup_s``: network up, client bootstrapped (goal <= 60).
-- ``onion_added_rtt_ms``: median onion GET minus median direct GET (goal <= 25;
-  a new connection per request costs ~70 ms here, so this proves reuse).
+- ``onion_added_rtt_ms``: median onion GET minus median direct GET, the gateway's
+  loopback hop included (goal <= 25; a new connection per request costs ~70 ms
+  here, so this proves reuse).
 - ``onion_demo_job_added_ms`` (needs COMFYUI_DIR, else skipped with a note; goal <= 200):
   a real ComfyUI with the pack publishes itself as a hidden service on the private
   network (``COURIER_ANYONE=1``, joined through ``test-network.torrc``); two bots run
   in this process (python-telegram-bot against the Bot API emulator, the dispatcher,
   an embedded PostgreSQL each), one with that ComfyUI as ``http://127.0.0.1:PORT``, one
-  with its ``http://<id>.anon`` address (private mode, our own anon). ``/demo`` jobs
+  with its ``http://<id>.anon`` address (private mode, our own anon, holding the client
+  key that ComfyUI provisioned, copied as an operator would). ``/demo`` jobs
   alternate between them, one at a time, after a warm-up job each; a job's time is
   user message injected -> result document at the Bot API, minus ComfyUI's own
   execution time (its execution_start -> execution_success stamps, which do not
@@ -147,6 +151,14 @@ async def timed_job(emulator, courier, bot, text: str) -> tuple[float, float]:
     return total_ms, float(result["execution_ms"] or 0.0)
 
 
+def share_client_key(comfy_data_dir: Path, bot_data_dir: Path) -> None:
+    """Give the bot the client key ComfyUI's first start provisioned (its ``bot-host``), as an operator would."""
+    from comfyui_courier.anyone.hidden_service import BOT_HOST, write_client_credential
+
+    line = (comfy_data_dir / "anyone" / "client_auth" / f"{BOT_HOST}.auth_private").read_text()
+    write_client_credential(bot_data_dir / "anyone" / "client_auth", "comfy", line)
+
+
 async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline) -> dict[str, list[float]]:
     """/demo jobs on one real ComfyUI, alternating direct and onion; bot-side ms per path."""
     from comfyui_courier.emulator.botapi import BotApiEmulator
@@ -173,6 +185,7 @@ async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline) -> dict[str,
                 data_dirs.append(data_dir)
                 if env:
                     net.write_test_network(data_dir)
+                    share_client_key(comfy.user_directory / "courier", data_dir)
                 paths[path] = await start_bot(emulator, backend, data_dir, env)
                 couriers.append(paths[path][0])
             for index in range(jobs + 1):  # job 0 of each path warms it up (descriptor, rendezvous) and is not counted
@@ -222,7 +235,7 @@ async def run(args, deadline: Deadline) -> None:
         await service.start()
         await service.wait_ready(min(60.0, deadline.remaining()))
         onion_url = f"http://{service.onion_address}"
-        onion, onion_connections = await timed_gets(onion_url, settings, net.socks_url, args.requests)
+        onion, onion_connections = await timed_gets(onion_url, settings, service.socks_url, args.requests)
         direct, _ = await timed_gets(backend, settings, None, args.requests)
         note(f"GET /system_stats x{args.requests}: onion median {statistics.median(onion):.2f} ms "
              f"(p90 {statistics.quantiles(onion, n=10)[-1]:.2f}, {onion_connections} new connection(s)), "

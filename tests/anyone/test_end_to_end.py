@@ -13,7 +13,6 @@ is one of the private network's exit relays; a direct connection would be this t
 
 import asyncio
 import os
-from pathlib import Path
 
 import pytest
 from comfyui_courier.anyone.errors import PrivateNetworkError
@@ -22,40 +21,12 @@ from comfyui_courier.anyone.service import AnyoneService
 from comfyui_courier.config import Settings, load_settings
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.runtime import Courier
+from comfyui_courier.tests.fixtures.anyone import share_client_key, socket_owner
 
 USER = 111
 BOOT_S = 120  # anon bootstrap on the private network (~5 s) + PostgreSQL + the first Bot API call
 RESULT_S = 120  # a fresh .anon backend: descriptor fetch, rendezvous, maybe one dispatcher retry (5 s)
 ADDRESS_S = 120  # ComfyUI's anon: launch, bootstrap, keys
-
-
-def _proc_addr(port: int) -> str:
-    return f"0100007F:{port:04X}"  # 127.0.0.1:port as /proc/net/tcp writes it
-
-
-def socket_owner(local_port: int, remote_port: int, candidates: dict[int, str]) -> str:
-    """Name of the process in ``candidates`` that holds TCP 127.0.0.1:local_port -> 127.0.0.1:remote_port."""
-    inode = None
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[1] == _proc_addr(local_port) and fields[2] == _proc_addr(remote_port):
-            inode = fields[9]
-            break
-    if inode is None:
-        return f"no socket 127.0.0.1:{local_port} in /proc/net/tcp"
-    wanted = f"socket:[{inode}]"
-    for pid, name in candidates.items():
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == wanted:
-                    return name
-            except OSError:
-                continue
-    return f"a process we did not start (socket inode {inode})"
 
 
 class OwnerGate:
@@ -117,11 +88,12 @@ class OwnerGate:
 
 @pytest.fixture
 async def start_courier(anyone_privnet, anon_binary, botapi, botapi_bot, pg_database, tmp_path):
-    """``await start_courier(COURIER_X=...)``: a booted Courier (no local backend) with its own anon on the
-    private network, the bot on ``botapi_bot`` (``COURIER_TELEGRAM_API_URL`` may point elsewhere)."""
+    """``await start_courier(COURIER_X=..., key_from=None)``: a booted Courier (no local backend) with its own
+    anon on the private network, the bot on ``botapi_bot`` (``COURIER_TELEGRAM_API_URL`` may point elsewhere);
+    ``key_from``: the data directory of a hidden service whose provisioned client key this bot gets."""
     started = []
 
-    async def start(**env) -> Courier:
+    async def start(key_from=None, **env) -> Courier:
         settings = load_settings(None, {
             "TELEGRAM_BOT_TOKEN": botapi_bot.token,
             "COURIER_TELEGRAM_API_URL": botapi.url,
@@ -135,6 +107,8 @@ async def start_courier(anyone_privnet, anon_binary, botapi, botapi_bot, pg_data
         })
         data_dir = tmp_path / f"courier{len(started)}"
         anyone_privnet.write_test_network(data_dir)
+        if key_from is not None:
+            share_client_key(key_from, data_dir)
         courier = Courier(settings, data_dir, None)
         started.append(courier)
         await courier.start()
@@ -210,11 +184,12 @@ async def test_bot_api_traffic_goes_through_an_exit(gate, start_courier, botapi_
 
 
 async def test_demo_job_runs_on_an_anon_backend(anyone_service_factory, start_courier, botapi_bot):
-    """Backend ``http://<id>.anon``: a hidden service in front of the fake ComfyUI on loopback."""
+    """Backend ``http://<id>.anon``: a hidden service in front of the fake ComfyUI on loopback; the bot
+    holds the client key the service provisioned."""
     async with FakeComfyUI() as backend:
         published = await anyone_service_factory(backend.url)
         url = f"http://{published.onion_address}"
-        courier = await start_courier(COURIER_BACKENDS=url, COURIER_PRIVATE_MODE="1")
+        courier = await start_courier(COURIER_BACKENDS=url, COURIER_PRIVATE_MODE="1", key_from=published.dir.parent)
         assert [client.base_url for client in courier.dispatcher.clients] == [url]
         await demo_result(botapi_bot, courier)
         assert backend.prompts, "the job never reached the backend"
@@ -239,10 +214,12 @@ async def test_comfyui_with_the_pack_is_a_hidden_service_the_bot_runs_demo_on(
         await asyncio.sleep(0.25)
     assert status["network"].startswith("private test network"), status
     assert status["url"] == f"http://{status['onion_address']}/"
-    assert "warning" not in status  # --listen 127.0.0.1
+    assert "warning" not in status  # --listen 127.0.0.1, client authorization on, only the bot's routes
+    assert status["client_auth"] is True and status["expose_ui"] is False
 
-    url = f"http://{status['onion_address']}"
-    courier = await start_courier(COURIER_BACKENDS=url, COURIER_PRIVATE_MODE="1")
+    url = f"http://{status['onion_address']}"  # through the gateway: /prompt, /ws, /history, /view of a real ComfyUI
+    courier = await start_courier(COURIER_BACKENDS=url, COURIER_PRIVATE_MODE="1",
+                                  key_from=comfy.user_directory / "courier")
     await demo_result(botapi_bot, courier)
 
 

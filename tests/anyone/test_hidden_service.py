@@ -11,6 +11,10 @@ from comfyui_courier.anyone import (
     qr_png,
 )
 from comfyui_courier.anyone.hidden_service import (
+    ADDRESS as ADDRESS_FORMAT,
+)
+from comfyui_courier.anyone.hidden_service import (
+    BOT_HOST,
     HiddenService,
     _x25519,
     write_client_credential,
@@ -70,6 +74,35 @@ def test_prepare_syncs_authorized_clients_with_the_setting(tmp_path):
     assert hs.remove_client("phone") and not hs.remove_client("phone")
 
 
+async def test_provision_authorizes_this_hosts_bot_once(tmp_path):
+    hs = HiddenService(tmp_path, "127.0.0.1:1", client_auth=True)
+    (hs.dir).mkdir(parents=True)
+    (hs.dir / "hostname").write_text(ADDRESS + "\n")  # keys exist: no anon needed
+    credential = await hs.provision(tmp_path / "no-anon-needed", tmp_path / "client_auth")
+    assert credential == tmp_path / "client_auth" / f"{BOT_HOST}.auth_private"
+    assert stat.S_IMODE(credential.stat().st_mode) == 0o600
+    onion, _, _, private = credential.read_text().strip().split(":")
+    public = (hs.clients_dir / f"{BOT_HOST}.auth").read_text().strip().split(":")[2]
+    assert onion == ADDRESS.removesuffix(".anon")
+    assert _x25519(base64.b32decode(private + "===="), (9).to_bytes(32, "little")) == base64.b32decode(public + "====")
+    assert await hs.provision(tmp_path / "no-anon-needed", tmp_path / "client_auth") is None  # once
+    assert [p.name for p in (tmp_path / "client_auth").iterdir()] == [f"{BOT_HOST}.auth_private"]
+    off = HiddenService(tmp_path / "off", client_auth=False)
+    assert await off.provision(tmp_path / "no-anon-needed", tmp_path / "off-auth") is None
+    assert not (tmp_path / "off-auth").exists()
+
+
+async def test_anon_creates_the_keys_with_the_network_disabled(anon_binary, tmp_path):
+    hs = HiddenService(tmp_path, "127.0.0.1:1", client_auth=True)
+    address = await hs.create_keys(anon_binary)
+    assert ADDRESS_FORMAT.match(address) and address == hs.address
+    assert (hs.dir / "hs_ed25519_secret_key").read_bytes().startswith(b"== ed25519v1-secret: type0 ==")
+    assert not (tmp_path / "keygen").exists()  # the throwaway DataDirectory is gone
+    options = dict(hs.keygen_options(tmp_path / "keygen"))
+    assert options["DisableNetwork"] == "1" and options["SocksPort"] == "0"  # nothing published, nothing listens
+    assert await hs.create_keys(anon_binary) == address  # existing keys are kept
+
+
 def test_client_names_are_file_safe(tmp_path):
     with pytest.raises(ClientAuthError):
         write_client_credential(tmp_path, "../evil", "x")
@@ -103,7 +136,10 @@ def test_anyone_client_command(tmp_path, capsys):
     (tmp_path / "anyone" / "hs" / "hostname").write_text(ADDRESS)
     assert main(["--data-dir", str(tmp_path), "add", "phone"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith(ADDRESS.removesuffix(".anon") + ":descriptor:x25519:") and "secret" in err
+    assert out.count("\n") == 1 and out.startswith(ADDRESS.removesuffix(".anon") + ":descriptor:x25519:")
+    assert out.strip() not in err and "secret" in err  # the line alone on stdout: `add phone > phone.auth_private`
+    for where in ("phone.auth_private", "anyone/client_auth/", "ClientOnionAuthDir", f"http://{ADDRESS}/"):
+        assert where in err
     assert main(["--data-dir", str(tmp_path), "list"]) == 0
     assert capsys.readouterr().out.split() == ["phone"]
     assert main(["--data-dir", str(tmp_path), "remove", "phone"]) == 0
