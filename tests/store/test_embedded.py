@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from comfyui_courier.store import EmbeddedError, embedded, pgwatch
+from comfyui_courier.store import EmbeddedError, embedded
 from comfyui_courier.tests.fixtures.comfyui import remove_tree
 
 PACK_ROOT = Path(__file__).resolve().parents[2]
