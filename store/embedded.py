@@ -101,12 +101,13 @@ def start_sync(pgdata: Path) -> EmbeddedServer:
             else:
                 log.info("reusing the embedded PostgreSQL already running in %s", pgdata)
             pids.append(os.getpid())
-            runner.watch()
+            watcher = runner.watch()
     except OSError as exc:
         raise EmbeddedError(f"cannot set up the embedded PostgreSQL in {pgdata}: {exc}") from exc
     pid, socket_dir, port = running
     dsn = f"postgresql://postgres@/postgres?host={quote(str(socket_dir))}&port={port}"
-    server = EmbeddedServer(pgdata=pgdata, dsn=dsn, pid=pid, started=started, _runner=runner)
+    server = EmbeddedServer(pgdata=pgdata, dsn=dsn, pid=pid, started=started, _runner=runner,
+                            _watcher=watcher)
     atexit.register(server.stop_sync)
     return server
 
@@ -120,6 +121,7 @@ class EmbeddedServer:
     pid: int  # the postmaster's
     started: bool  # True when this handle started the server, False when it was running already
     _runner: _Runner = field(repr=False)
+    _watcher: subprocess.Popen = field(repr=False)
     _released: bool = field(default=False, repr=False)
 
     def dsn_for(self, database: str) -> str:
@@ -147,6 +149,9 @@ class EmbeddedServer:
                     log.info("stopped embedded PostgreSQL in %s", self.pgdata)
         except OSError as exc:
             raise EmbeddedError(f"cannot release the embedded PostgreSQL in {self.pgdata}: {exc}") from exc
+        finally:
+            self._watcher.terminate()  # released: the other users, if any, have watchers of their own
+            self._watcher.wait()
 
 
 def _system_location(pgdata: Path) -> Path:
@@ -252,10 +257,10 @@ class _Runner:
     def stop(self) -> None:
         self.run("pg_ctl", "stop", "-w", "-t", str(_TIMEOUT_S), "-m", "fast", "-D", str(self.pgdata))
 
-    def watch(self) -> None:
+    def watch(self) -> subprocess.Popen:
         """Start this process's watcher (pgwatch.py), which stops the server once its users are gone."""
         uid, gid = self.account or ("-", "-")
-        subprocess.Popen([sys.executable, "-I", "-S", pgwatch.__file__, str(self.pgdata),
+        return subprocess.Popen([sys.executable, "-I", "-S", pgwatch.__file__, str(self.pgdata),
                           str(self.bin_dir / "pg_ctl"), str(uid), str(gid)],
                          cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          start_new_session=True)  # Ctrl-C in a terminal signals the group, not it

@@ -31,13 +31,16 @@ _HAVE_PROC = Path("/proc/self/cmdline").exists()
 
 
 @contextlib.contextmanager
-def clients(pgdata: Path) -> Iterator[list[int]]:
-    """Lock ``<pgdata>.clients`` and yield the live pids it lists; the list is saved on success."""
+def clients(pgdata: Path, save: bool = True) -> Iterator[list[int]]:
+    """Lock ``<pgdata>.clients`` and yield the live pids it lists; the list is saved on success
+    (unless not ``save``: a watcher only reads it, so terminating one never loses the list)."""
     with open(pgdata.with_name(pgdata.name + ".clients"), "a+", encoding="utf-8") as file:
         fcntl.flock(file, fcntl.LOCK_EX)
         file.seek(0)
         pids = [pid for pid in json.loads(file.read() or "[]") if alive(pid)]
         yield pids
+        if not save:
+            return
         file.seek(0)
         file.truncate()
         file.write(json.dumps(pids))
@@ -110,7 +113,7 @@ def wait_for_an_exit(pids: list[int]) -> None:
 def watch(pgdata: Path, pg_ctl: str, account: tuple[int, int] | None) -> None:
     """Wait until no client is left, then stop the server; return early if it stops otherwise."""
     while True:
-        with clients(pgdata) as pids:  # held while stopping: no client joins a server going away
+        with clients(pgdata, save=False) as pids:  # held while stopping: no client joins a server going away
             server = postmaster(pgdata)
             if server is None:
                 return
