@@ -157,13 +157,13 @@ class EmbeddedServer:
 def _system_location(pgdata: Path) -> Path:
     """As root, where the cluster for ``pgdata`` lives: a cluster already there stays; a new one
     goes to ``SYSTEM_DIR``, under a name derived from the resolved path, linked from ``pgdata``."""
+    _make_system_dir()
     if pgdata.is_symlink():
         return pgdata.resolve()
     if pgdata.is_dir() and any(pgdata.iterdir()):
         return pgdata
     digest = hashlib.sha256(os.fsencode(pgdata.parent.resolve() / pgdata.name)).hexdigest()[:16]
     target = SYSTEM_DIR / f"postgres-{digest}"
-    _make_system_dir()
     if pgdata.is_dir():
         pgdata.rmdir()  # empty: the link takes its place
     try:
