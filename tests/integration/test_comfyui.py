@@ -1,10 +1,13 @@
 """The pack inside a real ComfyUI (``COMFYUI_DIR``): nodes, routes, frontend, log."""
 
+import io
 import json
+import logging
 import signal
 import time
 
 import comfyui_courier
+from comfyui_courier.logs import get_logger
 from comfyui_courier.tests.fixtures.comfyui import PACK_ROOT
 from comfyui_courier.tests.integration._log import pack_problems, traceback_blocks
 
@@ -47,6 +50,7 @@ def test_health_reports_every_component_and_the_embedded_database_ok(comfyui):
         assert component["state"] in HEALTH_STATES, (name, component)
         assert isinstance(component.get("reason"), str), (name, component)
     assert components["database"]["state"] == "ok", components["database"]
+    assert components["database"]["reason"].startswith("embedded PostgreSQL in /"), components["database"]
 
 
 def test_health_is_also_served_under_api(comfyui):
@@ -91,27 +95,73 @@ def test_log_scanner_finds_our_traceback_and_ignores_comfyuis():
     assert "IMPORT FAILED" in problems[1] and "DeprecationWarning" in problems[2]
 
 
+def test_log_scanner_finds_every_warning_of_our_logger_and_no_venv_warning():
+    """ComfyUI logs bare messages: our logger's prefix must carry the level for a warning or
+    error of ours to be found, whatever its words; a venv inside the clone is not the pack."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(message)s"))  # ComfyUI's format
+    logger = logging.getLogger("courier")
+    logger.addHandler(handler)
+    try:
+        get_logger("test").info("started embedded PostgreSQL 18 in /x")
+        get_logger("test").warning("the socket is busy")
+        get_logger("test").error("off: courier.toml: unknown setting 'oops'")
+    finally:
+        logger.removeHandler(handler)
+    log = out.getvalue() + "\n".join([
+        "/x/comfyui-courier/.venv/lib/python3.11/site-packages/av/__init__.py:2: DeprecationWarning: old",
+        "/x/comfyui-courier/bot/app.py:3: DeprecationWarning: ours",
+    ])
+    assert pack_problems(log, ["comfyui-courier"]) == [
+        "[Courier] WARNING the socket is busy",
+        "[Courier] ERROR off: courier.toml: unknown setting 'oops'",
+        "/x/comfyui-courier/bot/app.py:3: DeprecationWarning: ours",
+    ]
+
+
+def test_a_warning_of_the_pack_in_a_real_comfyui_log_is_found(comfyui_factory):
+    server = comfyui_factory(start=False)
+    server.prepare()
+    (server.user_directory / "courier.toml").write_text("oops = 1\n")
+    server.start()
+    assert wait_for_health(server, "database")["components"]["database"]["state"] == "error"
+    problems = pack_problems(server.log_text(), [server.pack_folder_name])
+    assert [line for line in problems if "unknown setting 'oops'" in line], server.log_tail(60)
+
+
 def test_comfyui_without_the_pack_has_no_courier_routes(comfyui_factory):
     server = comfyui_factory(with_pack=False)
     assert server.get("/courier/health")[0] == 404
     assert not set(comfyui_courier.NODE_CLASS_MAPPINGS) & set(server.get_json("/object_info"))
 
 
+def database_up(server) -> int:
+    """Wait until the pack's database is ok; the pid of its postmaster, which is running."""
+    database = wait_for_health(server, "database")["components"]["database"]
+    assert database["state"] == "ok", database
+    pid = server.postmaster_pid()
+    assert pid is not None and pid in server.leftover_processes(), "no postmaster found"
+    return pid
+
+
 def test_pack_starts_and_stops_on_ctrl_c_cleanly(comfyui_factory):
     """A fresh server (the session's log has other tests in it): from start to Ctrl-C, the log
     shows no import error, traceback or warning of ours, and nothing we started survives."""
     server = comfyui_factory(env={"PYTHONWARNINGS": "default"})  # show our DeprecationWarnings
-    wait_for_health(server, "database")
-    assert server.stop() is not None
+    postmaster = database_up(server)
+    code = server.signal_and_wait(signal.SIGINT, group=True)  # what a terminal's Ctrl-C does
+    assert code is not None, "ComfyUI did not exit on Ctrl-C"
+    assert server.wait_for_no_leftovers(also=(postmaster,)) == [], "the pack left processes running after Ctrl-C"
     log = server.log_text()
     assert f"custom_nodes/{server.pack_folder_name}" in log, "ComfyUI did not try to load the pack"
     markers = [server.pack_folder_name, str(PACK_ROOT), "courier"]
     assert pack_problems(log, markers) == [], server.log_tail(120)
-    assert server.leftover_processes() == [], "the pack left processes running after Ctrl-C"
 
 
 def test_sigterm_stops_comfyui_and_everything_the_pack_started(comfyui_factory):
+    """What systemd and ``docker stop`` send, to ComfyUI alone: it runs no cleanup of ours."""
     server = comfyui_factory()
-    wait_for_health(server, "database")
-    assert server.stop(signal.SIGTERM) is not None
-    assert server.leftover_processes() == [], "the pack left processes running after SIGTERM"
+    postmaster = database_up(server)
+    assert server.signal_and_wait(signal.SIGTERM) == -signal.SIGTERM, "ComfyUI did not exit on SIGTERM"
+    assert server.wait_for_no_leftovers(also=(postmaster,)) == [], "the pack left processes running after SIGTERM"
