@@ -325,7 +325,7 @@ def main() -> int:
     finally:
         server.stop()
         server.kill_leftovers()
-        shutil.rmtree(scratch, ignore_errors=True)
+        runner.remove_tree(scratch)
 
     # 2. overhead, measured apart from the server (see the module docstring)
     full_median = statistics.median(mine for mine, _ in pairs)

@@ -36,7 +36,6 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline) -> list[
 
     user = 4242
     data_dir = Path(tempfile.mkdtemp(prefix="courier-bench-"))
-    data_dir.chmod(0o711)  # the embedded PostgreSQL's own account must enter it when run as root
     async with BotApiEmulator() as emulator:
         bot = emulator.add_bot()
         settings = load_settings(None, {"TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
@@ -72,6 +71,7 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline) -> list[
                     overheads.append((sent - started) * 1000 - execution_ms)
         finally:
             await courier.stop()
+            load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
     return overheads
 
 
@@ -83,12 +83,14 @@ def main() -> int:
     comfyui_dir = comfyui_dir_or_exit()
     deadline = Deadline(args.budget)
     runner = load_runner()
-    server = runner.ComfyUIProcess(comfyui_dir, runner.scratch_directory())
+    scratch = runner.scratch_directory()
+    server = runner.ComfyUIProcess(comfyui_dir, scratch)
     server.start()
     try:
         overheads = asyncio.run(measure(server.url, args.jobs, deadline))
     finally:
         server.stop()
+        runner.remove_tree(scratch)
     if not overheads:
         sys.exit("no job completed")
     note(f"{len(overheads)} jobs; overhead min {min(overheads):.1f} ms, max {max(overheads):.1f} ms")

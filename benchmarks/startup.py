@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import statistics
 import time
 from pathlib import Path
@@ -118,7 +117,7 @@ def main() -> int:
                 runs[with_pack].append(result)
                 note(f"run {i + 1} {'with' if with_pack else 'without'} pack: {describe(result)}")
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        runner.remove_tree(scratch)
 
     without, with_ = runs[False], runs[True]
     if not without or not with_:

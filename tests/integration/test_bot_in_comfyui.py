@@ -7,15 +7,22 @@ talking to the Bot API emulator on 127.0.0.1.
 
 import asyncio
 import io
-import os
 import tempfile
+from pathlib import Path
 
+from comfyui_courier.tests.fixtures.comfyui import remove_tree
 from PIL import Image
 
 
 async def test_pack_runs_the_bot_inside_comfyui(comfyui_factory, botapi, botapi_bot):
-    data_dir = tempfile.mkdtemp(prefix="courier-")  # short: PostgreSQL's socket path has a length limit
-    os.chmod(data_dir, 0o711)  # the embedded PostgreSQL's own account must enter it when run as root
+    data_dir = tempfile.mkdtemp(prefix="courier-")
+    try:
+        await _runs_the_bot(comfyui_factory, botapi, botapi_bot, data_dir)
+    finally:
+        remove_tree(Path(data_dir))  # and, run as root, the database linked from it
+
+
+async def _runs_the_bot(comfyui_factory, botapi, botapi_bot, data_dir):
     env = {"TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
            "COURIER_DATA_DIR": data_dir}
     server = await asyncio.to_thread(comfyui_factory, env=env)  # the emulator keeps answering meanwhile
