@@ -302,10 +302,12 @@ class EmulatedBot:
     def inject_update(self, update: dict[str, Any]) -> dict[str, Any]:
         """Any update, as a test built it (e.g. python-telegram-bot objects' ``to_dict()``), queued as is.
 
-        The chats and messages in it become known, so the bot can answer there, as it can
-        in Telegram. The ``update_id`` is the emulator's. Returns the update.
+        The chats, messages and callback query in it become known, so the bot can answer
+        them, as it can in Telegram. The ``update_id`` is the emulator's. Returns the update.
         """
         update = {**update, "update_id": next(self._update_ids)}
+        if isinstance(query := update.get("callback_query"), dict):
+            self._callback_queries[str(query.get("id"))] = query
         for payload in update.values():
             if isinstance(payload, dict):
                 for message in (payload, payload.get("message"), payload.get("reply_to_message")):
