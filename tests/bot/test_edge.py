@@ -152,6 +152,19 @@ async def test_oversized_picture_is_refused_before_queueing_and_the_limit_named(
     assert await job_rows(courier) == []
 
 
+async def test_photo_over_the_pixel_limit_is_refused_before_queueing(courier, botapi_bot):
+    # Telegram's own photos stop at 2560 pixels a side, so this update is built, as the Bot API would word it
+    chat = {"id": USER, "type": "private", "first_name": "Ann"}
+    botapi_bot.inject_update({"message": {
+        "message_id": 900, "from": botapi_bot.emulator.user(USER), "chat": chat, "date": 1767225600,
+        "photo": [{"file_id": "AgACbig", "file_unique_id": "AQADbig", "width": 20000, "height": 20000,
+                   "file_size": 900_000}],
+        "caption": "/demoedit", "caption_entities": [{"type": "bot_command", "offset": 0, "length": 9}]}})
+    text = await reply_with(botapi_bot, "couldn't use that picture")
+    assert "too large (20000×20000 pixels, the limit is 64 megapixels)" in text
+    assert await job_rows(courier) == []
+
+
 async def test_file_over_telegrams_download_limit_is_refused_before_queueing(start, botapi_bot):
     courier = await start(COURIER_MAX_IMAGE_MB="50")
     huge = picture() + bytes(21_000_000 - len(picture()))
