@@ -82,7 +82,8 @@ async def final_status(bot, needle: str, timeout: float = 30) -> str:
 
 async def job_rows(courier):
     async with courier.store.pool.acquire() as conn:
-        return [dict(r) for r in await conn.fetch("SELECT command, status, params, error FROM courier_jobs ORDER BY id")]
+        rows = await conn.fetch("SELECT command, status, params, error FROM courier_jobs ORDER BY id")
+    return [dict(r) for r in rows]
 
 
 async def handle(courier, kind: str, message: dict) -> None:
