@@ -9,32 +9,81 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import textwrap
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont, ImageOps, UnidentifiedImageError
 
-MAX_PIXELS = 64 * 1024 * 1024
+MAX_PIXELS = 64_000_000
+MESSAGES: dict[str, str] = {
+    "image_too_big": "the file is {size_mb:.1f} MB, the limit is {limit_mb:g} MB",
+    "image_too_many_pixels": "it is too large ({width}×{height} pixels, the limit is {limit_mp:g} megapixels)",
+    "image_unreadable": "it is not a picture I can read (PNG, JPEG, WebP, GIF...)",
+}
+"""English text of each reason a picture is refused; the bot's catalog translates them."""
 
 
 class BadImage(ValueError):
-    """The bytes are not an image we accept (corrupt, unknown format or too large)."""
+    """The bytes are not an image we accept (corrupt, unknown format or too large).
+
+    ``key`` and ``params`` name the reason for the message catalog; ``str()`` is the English text.
+    """
+
+    def __init__(self, key: str, **params):
+        super().__init__(MESSAGES[key].format(**params))
+        self.key = key
+        self.params = params
+
+
+def too_big(size: int, limit: int) -> BadImage:
+    """The refusal of a file of ``size`` bytes over ``limit`` (both in bytes; MB rounded up, so never equal)."""
+    return BadImage("image_too_big", size_mb=math.ceil(size / 2**20 * 10) / 10, limit_mb=round(limit / 2**20, 1))
+
+
+def too_many_pixels(width: int, height: int, max_pixels: int = MAX_PIXELS) -> BadImage | None:
+    """The refusal of a ``width``×``height`` picture, or None when it is within ``max_pixels``."""
+    if width * height <= max_pixels:
+        return None
+    return BadImage("image_too_many_pixels", width=width, height=height, limit_mp=round(max_pixels / 1e6, 1))
 
 
 def decode_image(data: bytes, max_bytes: int) -> Image.Image:
-    """Open user-supplied bytes as an image, refusing oversized or corrupt input."""
+    """Open user-supplied bytes as an image, refusing oversized or corrupt input.
+
+    :raises BadImage: over ``max_bytes``, over ``MAX_PIXELS``, or not an image Pillow reads.
+    """
     if len(data) > max_bytes:
-        raise BadImage(f"image is {len(data) / 2**20:.1f} MB, the limit is {max_bytes / 2**20:.0f} MB")
+        raise too_big(len(data), max_bytes)
     try:
         with Image.open(io.BytesIO(data)) as probe:
-            if probe.width * probe.height > MAX_PIXELS:
-                raise BadImage(f"image is {probe.width}x{probe.height} pixels, too large")
+            if refusal := too_many_pixels(probe.width, probe.height):
+                raise refusal
             probe.verify()
         image = Image.open(io.BytesIO(data))
         image.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, Image.DecompressionBombError) as exc:
-        raise BadImage(f"not a readable image ({exc.__class__.__name__})") from None
+    except BadImage:
+        raise
+    except Image.DecompressionBombError:  # so large that Pillow will not even open it
+        size = _header_size(data)
+        raise (too_many_pixels(*size) if size else BadImage("image_unreadable")) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+        raise BadImage("image_unreadable") from None
     return ImageOps.exif_transpose(image)
+
+
+def _header_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from the header, as ``Image.open`` reads it before its decompression-bomb refusal."""
+    Image.init()
+    for factory, accept in Image.OPEN.values():
+        accepted = accept(data[:16]) if accept else True
+        if accepted and not isinstance(accepted, str):
+            try:
+                with factory(io.BytesIO(data), "") as probe:
+                    return probe.size
+            except Exception:  # noqa: BLE001 - any plugin that cannot parse it is not its format
+                continue
+    return None
 
 
 def image_to_arrays(image: Image.Image) -> tuple[np.ndarray, np.ndarray]:

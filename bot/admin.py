@@ -21,7 +21,7 @@ from ..jobs import bench as bench_job
 from ..jobs.workflow import WorkflowError
 from ..store import commands, jobs, users
 from .context import CourierContext
-from .parsing import parse_command
+from .parsing import parse_command, profile
 
 ADMIN_COMMANDS = ("bench", "compare")
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
@@ -84,9 +84,10 @@ async def bench(update: Update, context: CourierContext) -> None:
     except WorkflowError as exc:
         await message.reply_text(context.t(update, "failed", name=name, reason=str(exc)))
         return
-    params = bench_job.job_params(name, command.workflow, repeats, user.language_code)
+    username, first_name, language = profile(user)
+    params = bench_job.job_params(name, command.workflow, repeats, language)
     async with context.pool.acquire() as conn, conn.transaction():  # as run_command: see there
-        await users.upsert_user(conn, user.id, user.username, user.first_name, user.language_code)
+        await users.upsert_user(conn, user.id, username, first_name, language)
         pending = await jobs.count_active(conn, user.id)
         if pending >= context.settings.max_jobs_per_user:
             await message.reply_text(context.t(update, "too_many_jobs", count=pending))

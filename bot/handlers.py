@@ -1,20 +1,38 @@
-"""Bot handlers: parse, check, enqueue, reply. The dispatcher does the rest.
+"""Bot handlers: check, parse, enqueue, reply. The dispatcher does the rest.
 
-Each handler is a top-level async function; the wiring is in ``build_handlers``.
+Each handler is a top-level async function; the wiring is in ``build_handlers``. Nothing is
+queued that the update already shows to be wrong: only new messages from a person get past
+the ``gatekeeper``, text is cleaned (``parsing``), and a picture is checked for its type,
+file size and pixel count as far as the update states them. Whatever a handler raises
+becomes one log record and a reply naming the same incident id (``on_error``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import random
+import secrets
+import traceback
+from collections.abc import Callable
 
-from telegram import Message, Update
+from telegram import Chat, Message, Update
+from telegram.constants import FileSizeLimit
+from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, BaseHandler, CommandHandler, MessageHandler, TypeHandler, filters
 
+from .. import imaging
 from ..jobs.workflow import requires_image
+from ..logs import get_logger
 from ..store import commands, jobs, sessions, users
 from . import admin
 from .context import CourierContext
-from .parsing import MAX_PROMPT_CHARS, parse_command
+from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
+
+log = get_logger("bot")
+
+ALLOWED_UPDATES = ("message", "callback_query")
+"""The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
 MENU_COMMANDS = {"help": "List the commands", "status": "Your jobs in the queue", "cancel": "Cancel your jobs"}
 """Built-ins shown in everyone's Telegram menu (admin commands are not)."""
@@ -22,11 +40,28 @@ BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_SEED = 2**32 - 1
 
 
+class Refusal(Exception):
+    """A request turned down at the edge; the message is for the user, already in their language."""
+
+
 async def gatekeeper(update: Update, context: CourierContext) -> None:
-    """Refuse users outside the allowlist, politely, before any other handler runs."""
+    """Before any other handler: only new messages and button presses of allowed people go on.
+
+    Edits, channel posts and other kinds of update are dropped (an edit never queues a job
+    twice). Anonymous group admins and posts on behalf of a channel all share one sender id,
+    so nobody can be trusted or capped behind it: a command from one is refused politely.
+    """
+    message = update.message
+    if message is None and update.callback_query is None:
+        raise ApplicationHandlerStop
+    if message is not None and (message.sender_chat is not None or message.from_user is None):
+        if not message.is_automatic_forward and parse_command(message.text or message.caption,
+                                                              context.bot.username):
+            await message.reply_text(context.t(update, "anonymous_sender"))
+        raise ApplicationHandlerStop
     allowed = context.settings.allowed_users
     user = update.effective_user
-    if not allowed or user is None or user.id in allowed:
+    if not allowed or user.id in allowed:
         return
     if update.effective_message is not None:
         await update.effective_message.reply_text(context.t(update, "not_allowed", user_id=user.id))
@@ -44,7 +79,7 @@ async def _command_lines(context: CourierContext, update: Update) -> str:
 async def start(update: Update, context: CourierContext) -> None:
     """Greet the user and list the commands."""
     await update.effective_message.reply_text(context.t(
-        update, "welcome", name=update.effective_user.first_name,
+        update, "welcome", name=clean_text(update.effective_user.first_name),
         commands=await _command_lines(context, update)))
 
 
@@ -80,21 +115,41 @@ async def cancel(update: Update, context: CourierContext) -> None:
     await update.effective_message.reply_text(context.t(update, key, count=count))
 
 
-def image_file_id(message: Message | None) -> str | None:
-    """The file id of a picture in the message: a photo, or an image sent as a file."""
-    if message is None:
+def image_file_id(message: Message | None, say: Callable[..., str], name: str, max_bytes: int) -> str | None:
+    """The file id of the picture attached to ``message`` (a photo, or an image sent as a file).
+
+    None when nothing is attached. The size and pixel count are checked as far as the update
+    states them (a document's pixels are only known once its bytes are fetched).
+    :raises Refusal: the attachment is not a picture, or is too large to use.
+    """
+    if message is None or not message.effective_attachment:
         return None
+    width = height = None
     if message.photo:
-        return message.photo[-1].file_id
-    document = message.document
-    if document is not None and (document.mime_type or "").startswith("image/"):
-        return document.file_id
-    return None
+        attachment = message.photo[-1]
+        width, height = attachment.width, attachment.height
+    elif message.document is not None and (message.document.mime_type or "").startswith("image/"):
+        attachment = message.document
+    else:
+        raise Refusal(say("not_an_image", name=name))
+    size = attachment.file_size or 0
+    if size > max_bytes:
+        raise Refusal(say("bad_image", reason=_reason(say, imaging.too_big(size, max_bytes))))
+    if size > FileSizeLimit.FILESIZE_DOWNLOAD:
+        raise Refusal(say("bad_image", reason=say("image_too_big_for_telegram",
+                                                  limit_mb=FileSizeLimit.FILESIZE_DOWNLOAD / 1e6)))
+    if width and height and (refusal := imaging.too_many_pixels(width, height)):
+        raise Refusal(say("bad_image", reason=_reason(say, refusal)))
+    return attachment.file_id
+
+
+def _reason(say: Callable[..., str], bad: imaging.BadImage) -> str:
+    return say(bad.key, **bad.params)
 
 
 async def run_command(update: Update, context: CourierContext) -> None:
     """Any other /command: look it up in the command table and enqueue a job."""
-    message = update.effective_message
+    message = update.message
     user = update.effective_user
     request = parse_command(message.text or message.caption, context.bot.username)
     if request is None:
@@ -113,7 +168,14 @@ async def run_command(update: Update, context: CourierContext) -> None:
         return
     image = None
     if needs_image:
-        image = image_file_id(message) or image_file_id(message.reply_to_message)
+        say = functools.partial(context.t, update)
+        max_bytes = int(context.settings.max_image_mb * 2**20)
+        try:
+            image = (image_file_id(message, say, request.name, max_bytes)
+                     or image_file_id(message.reply_to_message, say, request.name, max_bytes))
+        except Refusal as refusal:
+            await message.reply_text(str(refusal))
+            return
         if image is None:
             session = await sessions.get_session(context.pool, message.chat_id, user.id)
             image = next((o["file_id"] for o in reversed(session.last_outputs if session else [])
@@ -125,15 +187,16 @@ async def run_command(update: Update, context: CourierContext) -> None:
     # user's commands are queued one at a time (the cap holds under a flood); the job becomes
     # visible (and dispatchers are notified) only once the user has its status message, and no
     # later UPDATE races a dispatcher's SKIP LOCKED claim.
+    username, first_name, language = profile(user)
     async with context.pool.acquire() as conn, conn.transaction():
-        await users.upsert_user(conn, user.id, user.username, user.first_name, user.language_code)
+        await users.upsert_user(conn, user.id, username, first_name, language)
         pending = await jobs.count_active(conn, user.id)
         if pending >= context.settings.max_jobs_per_user:
             await message.reply_text(context.t(update, "too_many_jobs", count=pending))
             return
         queued = await jobs.enqueue(conn, user_id=user.id, chat_id=message.chat_id, command=request.name,
                                     params={"prompt": request.args, "seed": random.randint(0, MAX_SEED),
-                                            "image_file_id": image, "language": user.language_code,
+                                            "image_file_id": image, "language": language,
                                             "workflow": command.workflow},  # runs as it was when queued
                                     reply_to_message_id=message.message_id)
         status_message = await message.reply_text(
@@ -141,15 +204,48 @@ async def run_command(update: Update, context: CourierContext) -> None:
         await jobs.set_status_message(conn, queued.job_id, status_message.message_id)
 
 
+async def hint(update: Update, context: CourierContext) -> None:
+    """A private message without a command (text, a photo, a sticker...): one line on what to do."""
+    await update.message.reply_text(context.t(update, "hint_text" if update.message.text else "hint_media"))
+
+
+async def on_error(update: object, context: CourierContext) -> None:
+    """The error handler: one log record and, where there is a chat, a reply, both naming one incident id.
+
+    The reply says no more than that (no exception, no path); the log has the traceback, with
+    the bot token blanked out should any message carry it. It is written first: a chat that
+    cannot be told (blocked, gone) changes nothing in it.
+    """
+    incident = secrets.token_hex(4)
+    update = update if isinstance(update, Update) else None
+    chat = update.effective_chat if update is not None else None
+    if chat is not None and chat.type == Chat.CHANNEL:
+        chat = None  # a channel's readers did not ask for anything
+    trace = "".join(traceback.format_exception(context.error)).replace(context.bot.token, "<bot token>")
+    log.error("incident %s: a handler failed on update %s (%s)\n%s", incident,
+              update.update_id if update is not None else "-",
+              f"telling chat {chat.id}" if chat is not None else "no chat to tell", trace.rstrip())
+    if chat is not None:
+        with contextlib.suppress(TelegramError):
+            await context.bot.send_message(chat.id, context.t(update, "incident", incident=incident))
+
+
+MESSAGES_ONLY = filters.UpdateType.MESSAGE
+"""New messages; the gatekeeper has already dropped edits and channel posts, this keeps button presses out."""
+COMMAND = MESSAGES_ONLY & (filters.COMMAND | filters.CaptionRegex(r"^/"))
+
+
 def build_handlers() -> list[tuple[BaseHandler, int]]:
-    """(handler, group) pairs: the gatekeeper first, then commands."""
+    """(handler, group) pairs: the gatekeeper first, then commands, then the hint for everything else."""
     return [
         (TypeHandler(Update, gatekeeper), -1),
-        (CommandHandler("start", start), 0),
-        (CommandHandler("help", help_command), 0),
-        (CommandHandler("status", status), 0),
-        (CommandHandler("cancel", cancel), 0),
-        (CommandHandler("bench", admin.bench), 0),  # admins only; before the command table's handler
-        (CommandHandler("compare", admin.compare), 0),
-        (MessageHandler(filters.COMMAND | filters.CaptionRegex(r"^/"), run_command), 0),
+        (CommandHandler("start", start, MESSAGES_ONLY), 0),
+        (CommandHandler("help", help_command, MESSAGES_ONLY), 0),
+        (CommandHandler("status", status, MESSAGES_ONLY), 0),
+        (CommandHandler("cancel", cancel, MESSAGES_ONLY), 0),
+        (CommandHandler("bench", admin.bench, MESSAGES_ONLY), 0),  # admins only; before the command table's
+        (CommandHandler("compare", admin.compare, MESSAGES_ONLY), 0),
+        (MessageHandler(COMMAND, run_command), 0),
+        (MessageHandler(MESSAGES_ONLY & filters.ChatType.PRIVATE & ~COMMAND & (filters.TEXT | filters.ATTACHMENT),
+                        hint), 0),
     ]

@@ -1,12 +1,21 @@
-"""Parse `/name@bot args` command messages into a validated request."""
+"""Parse `/name@bot args` command messages into a validated request; clean user text for SQL and JSON.
+
+User text is cleaned, not refused: control characters (NUL included; newline and tab
+stay) and unpaired surrogates are dropped, since PostgreSQL text cannot hold NUL and
+JSON text cannot hold a lone surrogate, and a Telegram client cannot type either.
+Text made only of invisible characters (zero-width spaces, joiners, BOM...) is empty.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 
-COMMAND_RE = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]{3,64}))?(?:\s+(.*))?$", re.DOTALL)
+COMMAND_RE = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]{3,64}))?(.*)$", re.DOTALL)
 MAX_PROMPT_CHARS = 2000
+BLANK_LETTERS = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0")
+"""Characters that show nothing although Unicode does not call them format or space characters."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,12 +24,40 @@ class CommandRequest:
     args: str
 
 
+def clean_text(text: str | None) -> str | None:
+    """``text`` without control characters (but newline and tab) and unpaired surrogates; None stays None."""
+    if text is None:
+        return None
+    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cs"))
+
+
+def profile(user) -> tuple[str | None, str | None, str | None]:
+    """(username, first_name, language_code) of a Telegram user, cleaned for the database."""
+    return clean_text(user.username), clean_text(user.first_name), clean_text(user.language_code)
+
+
+def _blank(char: str) -> bool:
+    return char.isspace() or char in BLANK_LETTERS or unicodedata.category(char) == "Cf"
+
+
+def strip_blank(text: str) -> str:
+    """``text`` without whitespace and invisible characters at either end ("" if it has nothing else)."""
+    start, end = 0, len(text)
+    while start < end and _blank(text[start]):
+        start += 1
+    while end > start and _blank(text[end - 1]):
+        end -= 1
+    return text[start:end]
+
+
 def parse_command(text: str | None, bot_username: str | None = None) -> CommandRequest | None:
     """The command in a message, or None if it is not one (or is addressed to another bot)."""
-    match = COMMAND_RE.match((text or "").strip())
+    match = COMMAND_RE.match(strip_blank(clean_text(text or "")))
     if not match:
         return None
     name, addressee, args = match.groups()
+    if args and not _blank(args[0]):  # "/demo!" is no command; "/demo<zero-width space>text" is
+        return None
     if addressee and bot_username and addressee.lower() != bot_username.lower():
         return None
-    return CommandRequest(name=name.lower(), args=(args or "").strip())
+    return CommandRequest(name=name.lower(), args=strip_blank(args))

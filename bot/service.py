@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 
-
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes
@@ -18,7 +17,7 @@ from ..config import Settings
 from ..health import Health
 from ..store import commands
 from .context import BotData, CourierContext
-from .handlers import MENU_COMMANDS, build_handlers
+from .handlers import ALLOWED_UPDATES, MENU_COMMANDS, build_handlers, on_error
 from ..logs import get_logger
 
 log = get_logger("bot")
@@ -46,6 +45,7 @@ def build_application(settings: Settings, store, proxy: str | None = None) -> Ap
     application.bot_data.store = store
     for handler, group in build_handlers():
         application.add_handler(handler, group)
+    application.add_error_handler(on_error)
     return application
 
 
@@ -77,10 +77,11 @@ class BotService:
             return False
         await self.application.start()
         if self.application.updater is not None:
-            await self.application.updater.start_polling(allowed_updates=["message", "callback_query"])
+            await self.application.updater.start_polling(allowed_updates=list(ALLOWED_UPDATES))
         else:
             await self.application.bot.set_webhook(
-                self.settings.webhook_url, secret_token=self.settings.webhook_secret.reveal() or None)
+                self.settings.webhook_url, secret_token=self.settings.webhook_secret.reveal() or None,
+                allowed_updates=list(ALLOWED_UPDATES))
         self._started = True
         await self.publish_command_menu()
         self.health.set("bot", "ok", f"@{self.application.bot.username}",

@@ -13,11 +13,14 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import secrets
 import socket
 import time
 import uuid
 
 from telegram import Bot
+from telegram.constants import FileSizeLimit
+from telegram.error import BadRequest
 
 from .. import imaging
 from ..bot import i18n
@@ -177,8 +180,9 @@ class Dispatcher:
             await self._finish_failed(job, progress, say, str(exc))
             return False
         except Exception:
-            log.exception("job %s failed unexpectedly", job.id)
-            await self._finish_failed(job, progress, say, say("internal_error"))
+            incident = secrets.token_hex(4)
+            log.exception("incident %s: job %s failed unexpectedly", incident, job.id)
+            await self._finish_failed(job, progress, say, say("internal_error_incident", incident=incident))
             return False
         finally:
             lease.cancel()
@@ -192,12 +196,7 @@ class Dispatcher:
         client = active.client
         image_name = ""
         if job.params.get("image_file_id"):
-            telegram_file = await self.bot.get_file(job.params["image_file_id"])
-            data = bytes(await telegram_file.download_as_bytearray())
-            try:
-                imaging.decode_image(data, int(self.settings.max_image_mb * 2**20))
-            except imaging.BadImage as exc:
-                raise JobError(say("bad_image", reason=exc)) from None
+            data = await self._fetch_image(job.params["image_file_id"], say)
             image_name = await client.upload_image(data, f"job-{job.id}.png")
         workflow = fill_job(job.params["workflow"], prompt=job.params.get("prompt", ""), seed=job.params["seed"],
                             image=image_name, chat_id=job.chat_id, user_id=job.user_id)
@@ -220,6 +219,24 @@ class Dispatcher:
         if delivered:
             await sessions.set_last_outputs(self.store.pool, job.chat_id, job.user_id, delivered)
         return {"prompt_id": run.prompt_id, "outputs": delivered, "execution_ms": run.execution_ms}
+
+    async def _fetch_image(self, file_id: str, say) -> bytes:
+        """The picture's bytes, once they prove to be an image within the limits.
+
+        :raises JobError: Telegram will not hand the file out (too big, gone), or it is no usable image.
+        """
+        try:
+            telegram_file = await self.bot.get_file(file_id)
+            data = bytes(await telegram_file.download_as_bytearray())
+        except BadRequest as exc:  # a retry cannot help: say why, once
+            reason = "image_too_big_for_telegram" if "too big" in exc.message.lower() else "image_unavailable"
+            raise JobError(say("bad_image", reason=say(reason, limit_mb=FileSizeLimit.FILESIZE_DOWNLOAD / 1e6))
+                           ) from None
+        try:
+            imaging.decode_image(data, int(self.settings.max_image_mb * 2**20))
+        except imaging.BadImage as exc:
+            raise JobError(say("bad_image", reason=say(exc.key, **exc.params))) from None
+        return data
 
     async def _finish_failed(self, job, progress: ProgressMessage, say, reason: str) -> None:
         await jobs.fail(self.store.pool, job.id, reason, worker=self.worker_id)

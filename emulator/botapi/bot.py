@@ -7,9 +7,11 @@ for even when the answer was an error or never came.
 
 Emulated: private chats with users (a user must have written to the bot
 first, or sending fails with "chat not found", as in Telegram), text and
-photo/document/video/animation messages, inline keyboards, callback queries,
-edits, deletions, commands, getUpdates long polling and webhooks. Not
-emulated: groups and channels, inline mode, audio/voice/stickers, payments.
+photo/document/video/animation/sticker messages, edits by the user, inline
+keyboards, callback queries, edits, deletions, commands, getUpdates long
+polling and webhooks. Groups and channels only as far as messages without a
+person behind them: channel posts and anonymous group admins. Not emulated:
+group membership, inline mode, audio/voice, payments.
 Webhook updates are delivered one at a time, in order (Telegram may deliver
 up to ``max_connections`` at once).
 """
@@ -54,7 +56,9 @@ BUTTON_ACTIONS = frozenset({
     "url", "callback_data", "web_app", "login_url", "switch_inline_query", "switch_inline_query_current_chat",
     "switch_inline_query_chosen_chat", "copy_text", "callback_game", "pay",
 })
-_FILE_ID_PREFIX = {"photo": "AgAC", "document": "BQAC", "video": "BAAC", "animation": "CgAC"}
+_FILE_ID_PREFIX = {"photo": "AgAC", "document": "BQAC", "video": "BAAC", "animation": "CgAC", "sticker": "CAAC"}
+GROUP_ANONYMOUS_BOT = {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"}
+"""The sender of every message an anonymous group admin writes (the group itself is its sender_chat)."""
 
 
 @dataclasses.dataclass
@@ -168,6 +172,14 @@ def _caption(params: dict[str, Any]) -> dict[str, Any]:
     return _formatted(params, "caption", "caption_entities", 1024, "message caption is too long")
 
 
+def _typed_text(text: str) -> dict[str, Any]:
+    """A text as a Telegram client sends it: ``/command`` words get bot_command entities."""
+    content: dict[str, Any] = {"text": text}
+    if entities := formatting.command_entities(text):
+        content["entities"] = entities
+    return content
+
+
 def _markup(params: dict[str, Any]) -> dict[str, Any] | None:
     """The inline keyboard a message will carry; reply keyboards are accepted but not part of a Message."""
     markup = params.get("reply_markup")
@@ -236,10 +248,7 @@ class EmulatedBot:
 
     def inject_text(self, user_id: int, text: str, *, reply_to: int | None = None) -> dict[str, Any]:
         """The user sends ``text``; ``/command`` words get bot_command entities. Returns the Message."""
-        content: dict[str, Any] = {"text": text}
-        if entities := formatting.command_entities(text):
-            content["entities"] = entities
-        return self._from_user(user_id, content, reply_to)
+        return self._from_user(user_id, _typed_text(text), reply_to)
 
     def inject_photo(self, user_id: int, data: bytes, *, caption: str | None = None,
                      reply_to: int | None = None) -> dict[str, Any]:
@@ -252,6 +261,65 @@ class EmulatedBot:
         """The user sends a file as a document (bytes kept). Returns the Message."""
         document = self._store_file("document", Upload(file_name, mime_type or "", data), {})
         return self._from_user(user_id, {"document": document, **_caption({"caption": caption})}, reply_to)
+
+    def inject_sticker(self, user_id: int, data: bytes, *, emoji: str = "🙂") -> dict[str, Any]:
+        """The user sends a static sticker (WEBP bytes, kept). Returns the Message."""
+        width, height = media.image_size(data)
+        file_id, unique_id = self._ids("sticker", data)
+        sticker = {"file_id": file_id, "file_unique_id": unique_id, "type": "regular", "width": width,
+                   "height": height, "is_animated": False, "is_video": False, "emoji": emoji,
+                   "file_size": len(data)}
+        self._new_file("sticker", data, "webp", sticker, file_id, unique_id)
+        return self._from_user(user_id, {"sticker": sticker}, None)
+
+    def inject_edit(self, user_id: int, message_id: int, text: str) -> dict[str, Any]:
+        """The user edits their text message ``message_id``: an ``edited_message`` update. Returns the Message."""
+        message = self._messages.get((user_id, message_id))
+        if message is None or message["from"]["id"] != user_id or "text" not in message:
+            raise LookupError(f"no text message {message_id} of user {user_id}")
+        edited = {k: v for k, v in message.items() if k != "entities"}
+        edited.update(text=text, edit_date=int(time.time()))
+        if entities := formatting.command_entities(text):
+            edited["entities"] = entities
+        self._messages[(user_id, message_id)] = edited
+        self._add_update("edited_message", edited)
+        return edited
+
+    def inject_channel_post(self, channel_id: int, text: str, *, title: str = "Channel") -> dict[str, Any]:
+        """A post in a channel the bot administers: no ``from``, the channel as ``sender_chat``."""
+        chat = self._group_chat(channel_id, "channel", title)
+        message = self._post(chat, None, {"sender_chat": chat, **_typed_text(text)})
+        self._add_update("channel_post", message)
+        return message
+
+    def inject_anonymous_admin_text(self, group_id: int, text: str, *, title: str = "Group") -> dict[str, Any]:
+        """An admin of a supergroup writes anonymously: from GroupAnonymousBot, the group as ``sender_chat``."""
+        chat = self._group_chat(group_id, "supergroup", title)
+        message = self._post(chat, dict(GROUP_ANONYMOUS_BOT), {"sender_chat": chat, **_typed_text(text)})
+        self._add_update("message", message)
+        return message
+
+    def inject_update(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Any update, as a test built it (e.g. python-telegram-bot objects' ``to_dict()``), queued as is.
+
+        The chats, messages and callback query in it become known, so the bot can answer
+        them, as it can in Telegram. The ``update_id`` is the emulator's. Returns the update.
+        """
+        update = {**update, "update_id": next(self._update_ids)}
+        if isinstance(query := update.get("callback_query"), dict):
+            self._callback_queries[str(query.get("id"))] = query
+        for payload in update.values():
+            if isinstance(payload, dict):
+                for message in (payload, payload.get("message"), payload.get("reply_to_message")):
+                    if isinstance(message, dict) and "message_id" in message and "chat" in message:
+                        chat_id = message["chat"]["id"]
+                        self._chats.setdefault(chat_id, message["chat"])
+                        self._messages[(chat_id, message["message_id"])] = message
+                        self._last_message_id[chat_id] = max(self._last_message_id.get(chat_id, 0),
+                                                             message["message_id"])
+        self.updates.append(update)
+        self.emulator.changed()
+        return update
 
     def inject_callback_query(self, user_id: int, message_id: int, data: str) -> dict[str, Any]:
         """The user presses the inline button with ``callback_data == data``. Returns the CallbackQuery."""
@@ -356,6 +424,11 @@ class EmulatedBot:
         self._add_update("message", message)
         return message
 
+    def _group_chat(self, chat_id: int, kind: str, title: str) -> dict[str, Any]:
+        if chat_id >= 0:
+            raise ValueError(f"group and channel ids are negative, not {chat_id}")
+        return self._chats.setdefault(chat_id, {"id": chat_id, "type": kind, "title": title})
+
     def _add_update(self, kind: str, payload: dict[str, Any]) -> None:
         if self.allowed_updates and kind not in self.allowed_updates:
             return
@@ -387,10 +460,12 @@ class EmulatedBot:
             raise bad_request("message to be replied not found")
         return target
 
-    def _post(self, chat: dict[str, Any], sender: dict[str, Any], content: dict[str, Any],
+    def _post(self, chat: dict[str, Any], sender: dict[str, Any] | None, content: dict[str, Any],
               reply_to: dict[str, Any] | None = None, markup: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``sender`` None: a channel post, which has no ``from``."""
         message_id = self._last_message_id[chat["id"]] = self._last_message_id.get(chat["id"], 0) + 1
-        message = {"message_id": message_id, "from": sender, "chat": chat, "date": int(time.time())}
+        message = {"message_id": message_id, **({"from": sender} if sender else {}), "chat": chat,
+                   "date": int(time.time())}
         if reply_to is not None:
             # Telegram does not nest replies: the replied-to message loses its own reply_to_message.
             message["reply_to_message"] = {k: v for k, v in reply_to.items() if k != "reply_to_message"}
@@ -409,7 +484,7 @@ class EmulatedBot:
         message = self._messages.get((chat["id"], params["message_id"]))
         if message is None:
             raise bad_request("message to edit not found")
-        if message["from"]["id"] != self.id:
+        if message.get("from", {}).get("id") != self.id:
             raise bad_request("message can't be edited")
         return message
 

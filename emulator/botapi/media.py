@@ -46,6 +46,15 @@ def photo_sizes(data: bytes) -> list[tuple[int, int, bytes]]:
     return sizes
 
 
+def image_size(data: bytes) -> tuple[int, int]:
+    """(width, height) of a still image, as Telegram reads a sticker's."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return image.size
+    except (UnidentifiedImageError, OSError, ValueError):
+        raise bad_request("IMAGE_PROCESS_FAILED") from None
+
+
 def video_info(data: bytes) -> tuple[int, int, int]:
     """(width, height, duration in seconds) of an MP4/MOV or an animated image; zeros when unknown."""
     if data[4:8] == b"ftyp":

@@ -1,0 +1,78 @@
+"""Updates without a person behind them, edits, stickers and test-built updates, as python-telegram-bot reads them."""
+
+import io
+
+import pytest
+import telegram
+from PIL import Image
+from telegram import Chat, Message, Update, User
+from telegram.error import BadRequest
+
+pytestmark = pytest.mark.timeout(30)
+
+USER = 42
+
+
+@pytest.fixture
+async def tg(botapi, botapi_bot):
+    async with telegram.Bot(botapi_bot.token, base_url=botapi.base_url, base_file_url=botapi.base_file_url) as bot:
+        yield bot
+
+
+async def test_channel_post_has_no_sender_and_the_bot_can_post_there(botapi_bot, tg):
+    botapi_bot.inject_channel_post(-1001234, "/demo hi", title="News")
+    (update,) = await tg.get_updates()
+    post = update.channel_post
+    assert update.effective_user is None and post.from_user is None
+    assert (post.chat.type, post.chat.title, post.sender_chat.id) == (Chat.CHANNEL, "News", -1001234)
+    assert post.entities[0].type == "bot_command"
+    sent = await tg.send_message(-1001234, "noted")
+    assert sent.chat.id == -1001234
+
+
+async def test_anonymous_admin_writes_as_group_anonymous_bot(botapi_bot, tg):
+    botapi_bot.inject_anonymous_admin_text(-1005678, "/demo hi")
+    (update,) = await tg.get_updates()
+    message = update.message
+    assert (message.from_user.id, message.from_user.username) == (1087968824, "GroupAnonymousBot")
+    assert message.sender_chat.id == message.chat.id == -1005678 and message.chat.type == Chat.SUPERGROUP
+    reply = await message.reply_text("please post as yourself")  # quotes, as PTB does in groups
+    assert reply.reply_to_message.message_id == message.message_id
+    with pytest.raises(ValueError):
+        botapi_bot.inject_anonymous_admin_text(5678, "a group id is negative")
+
+
+async def test_edit_is_an_edited_message_update_unless_the_bot_did_not_subscribe(botapi_bot, tg):
+    sent = botapi_bot.inject_text(USER, "/demo cat")
+    botapi_bot.inject_edit(USER, sent["message_id"], "/demo dog")
+    first, edit = await tg.get_updates()
+    assert edit.edited_message.text == "/demo dog" and edit.edited_message.edit_date is not None
+    assert edit.edited_message.message_id == first.message.message_id
+    assert botapi_bot.history(USER)[0]["text"] == "/demo dog"
+
+    await tg.get_updates(offset=edit.update_id + 1, allowed_updates=["message"])
+    botapi_bot.inject_edit(USER, sent["message_id"], "/demo bird")
+    assert await tg.get_updates(offset=edit.update_id + 1) == ()
+
+
+async def test_sticker_is_a_downloadable_sticker(botapi_bot, tg):
+    data = io.BytesIO()
+    Image.new("RGBA", (512, 320), (0, 0, 0, 0)).save(data, "WEBP")
+    botapi_bot.inject_sticker(USER, data.getvalue(), emoji="😀")
+    (update,) = await tg.get_updates()
+    sticker = update.message.sticker
+    assert (sticker.width, sticker.height, sticker.emoji, sticker.type) == (512, 320, "😀", "regular")
+    assert update.message.effective_attachment == sticker
+    assert bytes(await (await tg.get_file(sticker.file_id)).download_as_bytearray()) == data.getvalue()
+
+
+async def test_injected_update_makes_its_chat_and_message_known(botapi_bot, tg):
+    chat = Chat(-100999, Chat.SUPERGROUP, title="Built")
+    message = Message(7, telegram.constants.ZERO_DATE, chat, from_user=User(5, "Eve", False), text="hi")
+    with pytest.raises(BadRequest, match="Chat not found"):
+        await tg.send_message(-100999, "before")
+    queued = botapi_bot.inject_update(Update(0, message=message).to_dict())
+    (update,) = await tg.get_updates()
+    assert update.update_id == queued["update_id"] and update.message.text == "hi"
+    reply = await tg.send_message(-100999, "after", reply_to_message_id=7)
+    assert (reply.reply_to_message.message_id, reply.message_id) == (7, 8)
