@@ -22,6 +22,7 @@ COMMAND_ORDER = ["f", "qwen", "dev", "sd3", "wan", "demo", "demoedit"]
 IMAGE_COMMANDS = {"qwen", "demoedit"}  # the ones the bot must give an image (Input require_image)
 CARD_COMMANDS = {"demo"}  # consume the Input's image output too, but only for its prompt card
 MODEL_FREE = {"demo", "demoedit"}
+LATENT_COMMANDS = ["f", "dev", "sd3", "wan"]  # sized by the Input's width/height
 
 INPUT = TelegramInput.NODE_ID
 OUTPUT = TelegramOutput.NODE_ID
@@ -230,16 +231,12 @@ def test_only_image_commands_consume_the_input_image(name):
     consumes = bool(consumers_of(workflow, IMAGE))
     assert consumes == (name in IMAGE_COMMANDS | CARD_COMMANDS)
     assert requires_image(workflow) is (name in IMAGE_COMMANDS)
-    if requires_image(workflow):
-        assert consumes
     assert not consumers_of(workflow, MASK)
 
 
-@commands
+@pytest.mark.parametrize("name", [n for n in COMMAND_ORDER if n not in MODEL_FREE])
 def test_prompt_and_seed_come_from_the_telegram_input(name):
     workflow = load(name)
-    if name in MODEL_FREE:
-        return
     assert consumers_of(workflow, PROMPT), "the prompt must reach a text encoder"
     # every sampler that adds noise takes the job's seed (a second WAN pass adds none)
     seeded = {(node_id, SAMPLERS[n["class_type"]]) for node_id, n in workflow.items()
@@ -247,14 +244,29 @@ def test_prompt_and_seed_come_from_the_telegram_input(name):
     assert seeded and seeded <= set(consumers_of(workflow, SEED))
 
 
-@commands
+@pytest.mark.parametrize("name", sorted(MODEL_FREE))
+def test_model_free_commands_sample_nothing(name):
+    """They run on CPU in seconds: no sampler, no loader, and the prompt only reaches the card."""
+    classes = {n["class_type"] for n in load(name).values()}
+    assert not classes & (set(SAMPLERS) | set(LOADERS) | LATENT_SIZES)
+    assert not consumers_of(load(name), PROMPT) and not consumers_of(load(name), SEED)
+
+
+@pytest.mark.parametrize("name", LATENT_COMMANDS)
 def test_latent_size_comes_from_the_telegram_input(name):
     workflow = load(name)
     source = input_id(workflow)
-    for node in workflow.values():
-        if node["class_type"] in LATENT_SIZES:
-            assert node["inputs"]["width"] == [source, WIDTH]
-            assert node["inputs"]["height"] == [source, HEIGHT]
+    sized = [node for node in workflow.values() if node["class_type"] in LATENT_SIZES]
+    assert sized
+    for node in sized:
+        assert node["inputs"]["width"] == [source, WIDTH]
+        assert node["inputs"]["height"] == [source, HEIGHT]
+
+
+def test_only_the_text_commands_start_from_an_empty_latent():
+    """The others take their size from the picture (``qwen``, the ``demo`` commands)."""
+    assert [n for n in COMMAND_ORDER if any(node["class_type"] in LATENT_SIZES for node in load(n).values())] == \
+        LATENT_COMMANDS
 
 
 def test_text_prompt_fills_both_flux_encoders():
