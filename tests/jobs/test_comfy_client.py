@@ -7,7 +7,6 @@ for this module with ``--cpu`` on 127.0.0.1 and its own ``--base-directory``.
 
 import asyncio
 import io
-import os
 import random
 import signal
 import socket
@@ -15,7 +14,6 @@ import subprocess
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -33,7 +31,9 @@ from comfyui_courier.jobs.comfy_client import (
     describe_error,
     parse_preview,
 )
+from comfyui_courier.tests.fixtures.comfyui import comfyui_python
 from comfyui_courier.tests.support.graphs import FLUX
+from comfyui_courier.tests.support.requires import require_comfyui
 from PIL import Image
 
 READY_TIMEOUT_S = 120.0
@@ -75,19 +75,15 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def real_comfyui(tmp_path_factory):
     """Base URL of a real ComfyUI from $COMFYUI_DIR, for this module."""
-    directory = os.environ.get("COMFYUI_DIR")
-    if not directory:
-        pytest.skip("COMFYUI_DIR is not set: no real ComfyUI to test against")
-    python = os.environ.get("COMFYUI_PYTHON") or str(Path(directory) / ".venv" / "bin" / "python")
-    if not Path(python).exists():
-        pytest.skip(f"no interpreter for ComfyUI at {python} (set COMFYUI_PYTHON)")
+    directory = require_comfyui()
+    python = comfyui_python(directory)
     base = tmp_path_factory.mktemp("comfyui-base")
     (base / "custom_nodes").mkdir()  # ComfyUI lists it before it creates it
     port = free_port()
     log_path = base / "comfyui.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [python, str(Path(directory) / "main.py"), "--cpu", "--listen", "127.0.0.1", "--port", str(port),
+            [python, str(directory / "main.py"), "--cpu", "--listen", "127.0.0.1", "--port", str(port),
              "--base-directory", str(base)], cwd=base, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
