@@ -11,7 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
-from comfyui_courier.jobs.workflow import requires_image
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from comfyui_courier.jobs.workflow import fill_job, requires_image
 from comfyui_courier.nodes.telegram_input import TelegramInput
 from comfyui_courier.nodes.telegram_output import TelegramOutput
 
@@ -301,3 +304,28 @@ def test_manifest_models_match_the_loaders(name):
             found[node["inputs"][key]] = folder
     declared = {m["name"]: m["folder"] for m in MANIFEST[name]["models"]}
     assert found == declared
+
+
+ODD = st.sampled_from(["\x00", "\ud800", "\u200b", "\U0001f600", "é", "\n", '"', "\\"])
+ODD_TEXT = st.text() | st.lists(ODD | st.text(max_size=4), max_size=12).map("".join)
+JOB_VALUES = st.fixed_dictionaries({"prompt": ODD_TEXT, "seed": st.integers(), "image": ODD_TEXT,
+                                    "chat_id": st.integers() | ODD_TEXT, "user_id": st.integers() | ODD_TEXT})
+
+
+@commands
+@settings(max_examples=500, deadline=None)
+@given(values=JOB_VALUES)
+def test_filling_a_job_sets_exactly_the_inputs_values(name, values):
+    workflow = load(name)
+    original = json.dumps(workflow)
+    filled = fill_job(workflow, **values)
+    assert json.dumps(workflow) == original  # filled on a copy
+    assert json.loads(json.dumps(filled, allow_nan=False)) == filled  # what POST /prompt sends
+    source = input_id(workflow)
+    assert {k: v for k, v in filled.items() if k != source} == {k: v for k, v in workflow.items() if k != source}
+    assert {k: v for k, v in filled[source].items() if k != "inputs"} == \
+        {k: v for k, v in workflow[source].items() if k != "inputs"}
+    assert set(filled[source]["inputs"]) == set(workflow[source]["inputs"])
+    expected = {**workflow[source]["inputs"], **values, "chat_id": str(values["chat_id"]),
+                "user_id": str(values["user_id"])}
+    assert filled[source]["inputs"] == expected
