@@ -102,6 +102,6 @@ async def test_benchmark_runs_newest_first(api, store):
     assert reply["runs"][0]["stats"]["median"] == 1.5 and "per_node" not in reply["runs"][0]
     status, reply, _ = await api.get("/courier/benchmarks?workflow=flux&limit=1")
     assert [r["workflow"] for r in reply["runs"]] == ["flux"]
-    for query in ("limit=0", "limit=201", "limit=x", "workflow=" + "w" * 300):
+    for query in ("limit=0", "limit=201", "limit=x", "workflow=" + "w" * 300, "workflow=a%00b"):
         status, reply, _ = await api.get(f"/courier/benchmarks?{query}")
         assert (status, reply["error"]["code"]) == (400, "bad_query"), query
