@@ -313,7 +313,7 @@ JOB_VALUES = st.fixed_dictionaries({"prompt": ODD_TEXT, "seed": st.integers(), "
 
 
 @commands
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500, deadline=None, database=None)  # no .hypothesis folder in the pack
 @given(values=JOB_VALUES)
 def test_filling_a_job_sets_exactly_the_inputs_values(name, values):
     workflow = load(name)

@@ -22,7 +22,8 @@ from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.tests.server_routes import helpers
 from comfyui_courier.tests.support.courier import running_courier
 
-EXAMPLES = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+EXAMPLES = settings(max_examples=500, deadline=None, database=None,  # no .hypothesis folder in the pack
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
 SERVER_SIDE = {(503, "no_bot"), (503, "no_node_list"), (502, "telegram_error")}
 ADMIN = 5150
 
