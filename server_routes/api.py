@@ -160,9 +160,30 @@ async def read_json(request: web.Request, max_bytes: int = MAX_BODY_BYTES) -> An
         if len(body) > max_bytes:
             raise too_large
     try:
-        return json.loads(body, parse_constant=_no_constant)
+        value = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise ApiError(400, "bad_json", f"the body is not valid JSON ({type(exc).__name__})") from None
+    todo = [value]
+    while todo:  # a loop, not recursion: the body may nest as deep as json.loads allows
+        item = todo.pop()
+        if isinstance(item, str):
+            check_text(item, "the body")
+        elif isinstance(item, dict):
+            todo += [*item, *item.values()]
+        elif isinstance(item, list):
+            todo += item
+    return value
+
+
+def check_text(text: str, where: str, code: str = "bad_text") -> str:
+    """``text`` unless it holds what PostgreSQL cannot store (NUL, an unpaired surrogate); 400 ``code`` then."""
+    try:
+        text.encode("utf-8")  # json.loads joins surrogate pairs: one left alone is unpaired
+    except UnicodeEncodeError:
+        raise ApiError(400, code, f"{where} has an unpaired surrogate (\\ud800-\\udfff)") from None
+    if "\x00" in text:
+        raise ApiError(400, code, f"{where} has a NUL character (\\u0000)")
+    return text
 
 
 def _no_constant(name: str) -> Any:
@@ -217,6 +238,16 @@ def query_int(request: web.Request, name: str, *, default: int | None = None, mi
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise ApiError(400, "bad_query", f"{name!r} must be between {minimum} and {maximum}")
     return value
+
+
+def query_text(request: web.Request, name: str, *, max_length: int) -> str | None:
+    """A text query parameter of at most ``max_length`` characters that PostgreSQL can store; 400 otherwise."""
+    value = request.query.get(name)
+    if value is None:
+        return None
+    if len(value) > max_length:
+        raise ApiError(400, "bad_query", f"{name!r} is longer than {max_length}")
+    return check_text(value, repr(name), "bad_query")
 
 
 def store_of(courier: Courier):

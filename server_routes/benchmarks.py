@@ -8,7 +8,8 @@ from ..gpu.storage import load_runs
 from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER
 from ..store import commands, jobs, users
-from .api import ADMIN, STATUS, ApiError, Field, check_body, endpoint, json_response, query_int, read_json, store_of
+from .api import (ADMIN, STATUS, ApiError, Field, check_body, endpoint, json_response, query_int, query_text,
+                  read_json, store_of)
 
 routes = web.RouteTableDef()
 
@@ -20,9 +21,7 @@ RUN_FIELDS = ("id", "created_at", "workflow", "device", "host", "comfyui_version
 @endpoint(STATUS)
 async def benchmark_runs(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", default=20, minimum=1, maximum=200)
-    workflow = request.query.get("workflow")
-    if workflow is not None and len(workflow) > 256:
-        raise ApiError(400, "bad_query", "'workflow' is longer than 256")
+    workflow = query_text(request, "workflow", max_length=256)
     runs = await load_runs(store_of(request.app[COURIER]).pool, workflow=workflow, limit=limit)
     return json_response({"runs": [{name: getattr(run, name) for name in RUN_FIELDS} for run in runs]})
 

@@ -68,7 +68,7 @@ async def publish_command(request: web.Request) -> web.Response:
                          status=201 if published.created else 200)
 
 
-@routes.patch("/courier/commands/{name}")
+@routes.patch("/courier/commands/{name:[^/]+}")
 @endpoint(ADMIN)
 async def set_enabled(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
@@ -80,7 +80,7 @@ async def set_enabled(request: web.Request) -> web.Response:
     return json_response({"command": publish.summary(command), "menu_updated": await _refresh_menu(courier)})
 
 
-@routes.delete("/courier/commands/{name}")
+@routes.delete("/courier/commands/{name:[^/]+}")
 @endpoint(ADMIN)
 async def delete_command(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
@@ -96,7 +96,7 @@ async def delete_command(request: web.Request) -> web.Response:
     return json_response({"deleted": name, "menu_updated": await _refresh_menu(courier)})
 
 
-@routes.get("/courier/commands/{name}/export")
+@routes.get("/courier/commands/{name:[^/]+}/export")
 @endpoint(STATUS)
 async def export_command(request: web.Request) -> web.Response:
     name = _name(request)

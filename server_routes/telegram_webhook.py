@@ -7,8 +7,10 @@ import json
 
 from aiohttp import web
 
+from ..logs import get_logger
 from ..runtime import COURIER
 
+log = get_logger("routes")
 routes = web.RouteTableDef()
 
 MAX_UPDATE_BYTES = 1 * 2**20  # Telegram's updates are a few KB; files come by file_id
@@ -29,12 +31,17 @@ async def telegram_webhook(request: web.Request) -> web.Response:
         body += chunk
         if len(body) > MAX_UPDATE_BYTES:
             return web.json_response({"error": {"code": "too_large", "message": "update too large"}}, status=413)
+    not_an_update = web.json_response({"error": {"code": "bad_update", "message": "body is not a Telegram update"}},
+                                      status=400)
     try:
         payload = json.loads(body)
         if not isinstance(payload, dict) or "update_id" not in payload:
             raise ValueError("not an update")
-    except ValueError:
-        return web.json_response({"error": {"code": "bad_update", "message": "body is not a Telegram update"}},
-                                 status=400)
-    await bot.process_webhook_update(payload)
+    except (ValueError, RecursionError):
+        return not_an_update
+    try:
+        await bot.process_webhook_update(payload)
+    except Exception as exc:  # python-telegram-bot's Update.de_json raises whatever a missing part makes it
+        log.warning("webhook: an update python-telegram-bot cannot read (%s)", type(exc).__name__)
+        return not_an_update
     return web.json_response({"ok": True})

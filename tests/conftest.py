@@ -8,6 +8,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 PACK_ROOT = Path(__file__).resolve().parent.parent
 PACK_NAME = "comfyui_courier"
 
@@ -25,5 +27,30 @@ def _load_pack():
 
 
 _load_pack()
+from comfyui_courier.tests.support import requires  # noqa: E402 - the pack is importable only now
 
 pytest_plugins = [f"{PACK_NAME}.tests.fixtures.{name}" for name in ("comfyui", "postgres", "botapi", "anyone")]
+
+
+def _fail_a_missing_part(report, gpu: bool) -> None:
+    """Under COURIER_REQUIRE_ALL=1 a skip for a missing part (support/requires.py) is a failure."""
+    if not (report.skipped and isinstance(report.longrepr, tuple) and requires.required() and not gpu):
+        return
+    reason = report.longrepr[2].removeprefix("Skipped: ")
+    if reason.startswith(requires.PREFIX):
+        report.outcome = "failed"
+        report.longrepr = f"{reason} ({requires.REQUIRE_ALL}=1: this run must have every part but GPUs)"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    _fail_a_missing_part(report, gpu=item.get_closest_marker("gpu") is not None)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    report = yield
+    _fail_a_missing_part(report, gpu=False)  # a whole module skipped: no marker to exempt it
+    return report

@@ -3,7 +3,6 @@ the dispatcher and a ComfyUI backend (the transcript-faithful fake; a real Comfy
 when COMFYUI_DIR is set)."""
 
 import io
-import os
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ from PIL import Image
 
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.requires import require_comfyui
 
 USER = 111
 STRANGER = 999
@@ -22,8 +22,7 @@ async def backend_url(request):
         async with FakeComfyUI() as fake:
             yield fake.url
     else:
-        if not os.environ.get("COMFYUI_DIR"):
-            pytest.skip("COMFYUI_DIR is not set")
+        require_comfyui()
         yield request.getfixturevalue("comfyui").url
 
 

@@ -11,7 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
-from comfyui_courier.jobs.workflow import requires_image
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from comfyui_courier.jobs.workflow import fill_job, requires_image
 from comfyui_courier.nodes.telegram_input import TelegramInput
 from comfyui_courier.nodes.telegram_output import TelegramOutput
 
@@ -22,6 +25,7 @@ COMMAND_ORDER = ["f", "qwen", "dev", "sd3", "wan", "demo", "demoedit"]
 IMAGE_COMMANDS = {"qwen", "demoedit"}  # the ones the bot must give an image (Input require_image)
 CARD_COMMANDS = {"demo"}  # consume the Input's image output too, but only for its prompt card
 MODEL_FREE = {"demo", "demoedit"}
+LATENT_COMMANDS = ["f", "dev", "sd3", "wan"]  # sized by the Input's width/height
 
 INPUT = TelegramInput.NODE_ID
 OUTPUT = TelegramOutput.NODE_ID
@@ -230,16 +234,12 @@ def test_only_image_commands_consume_the_input_image(name):
     consumes = bool(consumers_of(workflow, IMAGE))
     assert consumes == (name in IMAGE_COMMANDS | CARD_COMMANDS)
     assert requires_image(workflow) is (name in IMAGE_COMMANDS)
-    if requires_image(workflow):
-        assert consumes
     assert not consumers_of(workflow, MASK)
 
 
-@commands
+@pytest.mark.parametrize("name", [n for n in COMMAND_ORDER if n not in MODEL_FREE])
 def test_prompt_and_seed_come_from_the_telegram_input(name):
     workflow = load(name)
-    if name in MODEL_FREE:
-        return
     assert consumers_of(workflow, PROMPT), "the prompt must reach a text encoder"
     # every sampler that adds noise takes the job's seed (a second WAN pass adds none)
     seeded = {(node_id, SAMPLERS[n["class_type"]]) for node_id, n in workflow.items()
@@ -247,14 +247,29 @@ def test_prompt_and_seed_come_from_the_telegram_input(name):
     assert seeded and seeded <= set(consumers_of(workflow, SEED))
 
 
-@commands
+@pytest.mark.parametrize("name", sorted(MODEL_FREE))
+def test_model_free_commands_sample_nothing(name):
+    """They run on CPU in seconds: no sampler, no loader, and the prompt only reaches the card."""
+    classes = {n["class_type"] for n in load(name).values()}
+    assert not classes & (set(SAMPLERS) | set(LOADERS) | LATENT_SIZES)
+    assert not consumers_of(load(name), PROMPT) and not consumers_of(load(name), SEED)
+
+
+@pytest.mark.parametrize("name", LATENT_COMMANDS)
 def test_latent_size_comes_from_the_telegram_input(name):
     workflow = load(name)
     source = input_id(workflow)
-    for node in workflow.values():
-        if node["class_type"] in LATENT_SIZES:
-            assert node["inputs"]["width"] == [source, WIDTH]
-            assert node["inputs"]["height"] == [source, HEIGHT]
+    sized = [node for node in workflow.values() if node["class_type"] in LATENT_SIZES]
+    assert sized
+    for node in sized:
+        assert node["inputs"]["width"] == [source, WIDTH]
+        assert node["inputs"]["height"] == [source, HEIGHT]
+
+
+def test_only_the_text_commands_start_from_an_empty_latent():
+    """The others take their size from the picture (``qwen``, the ``demo`` commands)."""
+    assert [n for n in COMMAND_ORDER if any(node["class_type"] in LATENT_SIZES for node in load(n).values())] == \
+        LATENT_COMMANDS
 
 
 def test_text_prompt_fills_both_flux_encoders():
@@ -289,3 +304,28 @@ def test_manifest_models_match_the_loaders(name):
             found[node["inputs"][key]] = folder
     declared = {m["name"]: m["folder"] for m in MANIFEST[name]["models"]}
     assert found == declared
+
+
+ODD = st.sampled_from(["\x00", "\ud800", "\u200b", "\U0001f600", "é", "\n", '"', "\\"])
+ODD_TEXT = st.text() | st.lists(ODD | st.text(max_size=4), max_size=12).map("".join)
+JOB_VALUES = st.fixed_dictionaries({"prompt": ODD_TEXT, "seed": st.integers(), "image": ODD_TEXT,
+                                    "chat_id": st.integers() | ODD_TEXT, "user_id": st.integers() | ODD_TEXT})
+
+
+@commands
+@settings(max_examples=500, deadline=None, database=None)  # no .hypothesis folder in the pack
+@given(values=JOB_VALUES)
+def test_filling_a_job_sets_exactly_the_inputs_values(name, values):
+    workflow = load(name)
+    original = json.dumps(workflow)
+    filled = fill_job(workflow, **values)
+    assert json.dumps(workflow) == original  # filled on a copy
+    assert json.loads(json.dumps(filled, allow_nan=False)) == filled  # what POST /prompt sends
+    source = input_id(workflow)
+    assert {k: v for k, v in filled.items() if k != source} == {k: v for k, v in workflow.items() if k != source}
+    assert {k: v for k, v in filled[source].items() if k != "inputs"} == \
+        {k: v for k, v in workflow[source].items() if k != "inputs"}
+    assert set(filled[source]["inputs"]) == set(workflow[source]["inputs"])
+    expected = {**workflow[source]["inputs"], **values, "chat_id": str(values["chat_id"]),
+                "user_id": str(values["user_id"])}
+    assert filled[source]["inputs"] == expected

@@ -6,6 +6,7 @@ import signal
 import time
 
 import aiohttp
+import httpx
 import pytest
 from aiohttp import WSMsgType, web
 from aiohttp_socks import (
@@ -227,8 +228,6 @@ async def test_bot_traffic_through_an_exit_reaches_loopback(anyone_privnet, fake
             assert time.monotonic() < deadline, "no exit reached 127.0.0.1"
             await asyncio.sleep(0.5)
 
-    httpx = pytest.importorskip("httpx")
-    pytest.importorskip("socksio", reason='python-telegram-bot[socks] (socksio) not installed')
     proxy = telegram_proxy_url(Settings(proxy_telegram=True), anyone_privnet.socks_url)
     async with httpx.AsyncClient(proxy=proxy) as client:
         assert (await client.get(f"http://{host}:{port}/system_stats")).status_code == 200

@@ -115,7 +115,6 @@ def test_telegram_proxy_url():
     assert telegram_proxy_url(Settings()) is None
     with pytest.raises(AnyoneUnavailable):
         telegram_proxy_url(Settings(proxy_telegram=True))
-    pytest.importorskip("socksio", reason="python-telegram-bot[socks] not installed")
     url = telegram_proxy_url(Settings(proxy_telegram=True), SOCKS)
     assert url.startswith("socks5h://") and url.endswith("@127.0.0.1:9999")
 

@@ -4,7 +4,6 @@ the real node when COMFYUI_DIR is set."""
 
 import io
 import json
-import os
 
 import pytest
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
@@ -13,6 +12,7 @@ from comfyui_courier.gpu.storage import load_runs, save_run
 from comfyui_courier.jobs import bench
 from comfyui_courier.tests.jobs.bench_standin import StandIn, install
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.requires import require_comfyui
 from PIL import Image
 
 ADMIN = 111
@@ -187,8 +187,7 @@ async def test_compare_with_one_device_says_what_is_missing(courier, botapi_bot)
 
 async def test_bench_with_a_real_comfyui(botapi, botapi_bot, pg_database, comfyui_factory, tmp_path):
     """The real Benchmark node on a real ComfyUI whose pack shares the bot's database."""
-    if not os.environ.get("COMFYUI_DIR"):
-        pytest.skip("COMFYUI_DIR is not set")
+    require_comfyui()
     backend = comfyui_factory(env={"COURIER_DATABASE_URL": pg_database})
     async with running_courier(botapi, botapi_bot, pg_database, backend.url, tmp_path,
                                COURIER_ALLOWED_USERS=f"{ADMIN},{USER}", COURIER_ADMIN_USERS=f"{ADMIN}") as courier:

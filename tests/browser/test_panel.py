@@ -27,8 +27,9 @@ from PIL import Image
 from comfyui_courier.gpu.stats import summarize
 from comfyui_courier.store import benchmarks
 from comfyui_courier.store.pool import connect
-from comfyui_courier.tests.browser.cdp import Chromium, find_chromium
+from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.fixtures.comfyui import PACK_FOLDER_NAME, PACK_ROOT
+from comfyui_courier.tests.support.requires import require_chromium
 
 TOKEN = "browser-test-token-5678"
 USER = 777
@@ -40,10 +41,7 @@ _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 @pytest.fixture
 def chromium():
-    binary = find_chromium()
-    if binary is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
-    return binary
+    return require_chromium()
 
 
 def post_setting(server, key: str, value) -> None:

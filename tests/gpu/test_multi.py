@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from comfyui_courier.gpu import multi
 from comfyui_courier.tests.fixtures.comfyui import PACK_ROOT, comfyui_python, free_port
+from comfyui_courier.tests.support.requires import require_comfyui
 
 STUB = """#!{python}
 import json, os, sys
@@ -148,17 +149,15 @@ def _health(url: str) -> dict | None:
 
 def test_two_real_comfyui_instances_share_one_database(pg_database, comfyui_scratch, tmp_path):
     """Two "GPUs" on CPU: both serve, each pack has its own state folder, both reach the shared database."""
-    comfyui_dir = os.environ.get("COMFYUI_DIR")
-    if not comfyui_dir:
-        pytest.skip("COMFYUI_DIR is not set")
+    comfyui_dir = require_comfyui()
     base = comfyui_scratch / "multi-gpu-base"
     (base / "custom_nodes").mkdir(parents=True, exist_ok=True)
     link = base / "custom_nodes" / "ComfyUI-Courier-multi"
     if not link.exists():
         link.symlink_to(PACK_ROOT, target_is_directory=True)
     port = free_port()
-    plan = multi.make_plan(Path(comfyui_dir), [0, 1], base_port=port, state_dir=comfyui_scratch / "multi-gpu",
-                           python=comfyui_python(Path(comfyui_dir)), comfyui_args=("--cpu",), base_directory=base)
+    plan = multi.make_plan(comfyui_dir, [0, 1], base_port=port, state_dir=comfyui_scratch / "multi-gpu",
+                           python=comfyui_python(comfyui_dir), comfyui_args=("--cpu",), base_directory=base)
     if free_port() in (port, port + 1):  # pragma: no cover - ports are handed out anew
         pytest.skip("port clash")
     path = tmp_path / "gpus.sh"

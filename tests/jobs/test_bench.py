@@ -221,8 +221,11 @@ async def test_leaving_early_deletes_the_queued_runs(fake):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    assert fake._queue == []
-    fake.resume()
+        assert fake._queue == []
+        fake.resume()
+        # A probe queued after the session runs only once everything queued before it has run.
+        probe = {"probe": {"class_type": "PreviewAny", "inputs": {"source": "probe"}}}
+        await asyncio.wait_for(client.run_prompt(probe), 10)
     assert standin.runs == [0]
 
 

@@ -7,7 +7,6 @@ for this module with ``--cpu`` on 127.0.0.1 and its own ``--base-directory``.
 
 import asyncio
 import io
-import os
 import random
 import uuid
 
@@ -29,7 +28,9 @@ from comfyui_courier.jobs.comfy_client import (
 )
 from comfyui_courier.tests.fixtures.comfyui import ComfyUIProcess, free_port
 from comfyui_courier.tests.support.graphs import FLUX
+from comfyui_courier.tests.support.requires import require_comfyui
 from PIL import Image
+
 
 def invert_workflow(color: int, width: int = 64, height: int = 48) -> dict:
     return {
@@ -60,9 +61,7 @@ def png(rgb: tuple[int, int, int], size: tuple[int, int] = (20, 10)) -> bytes:
 @pytest.fixture(scope="module")
 def real_comfyui(tmp_path_factory):
     """Base URL of a real ComfyUI from $COMFYUI_DIR (no pack), for this module."""
-    directory = os.environ.get("COMFYUI_DIR")
-    if not directory:
-        pytest.skip("COMFYUI_DIR is not set: no real ComfyUI to test against")
+    directory = require_comfyui()
     with ComfyUIProcess(directory, tmp_path_factory.mktemp("comfyui-base"), with_pack=False) as server:
         yield server.url
 

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from comfyui_courier.jobs.comfy_client import ComfyClient, ComfyError
+from comfyui_courier.tests.support.requires import require_module
 
 USER = 4242
 BOOT_S = 90
@@ -41,7 +42,7 @@ def output_file(server, ref: dict):
 
 
 async def test_images_as_animation_make_one_mp4_without_metadata(comfyui):
-    av = pytest.importorskip("av")
+    av = require_module("av", "PyAV, ComfyUI's video library: install ComfyUI's requirements")
     result = await run(comfyui, graph({"images": ["2", 0], "images_as": "animation", "fps": 4.0}))
     ui = result.outputs["3"]
     assert ui["animated"] == [True]
@@ -53,7 +54,7 @@ async def test_images_as_animation_make_one_mp4_without_metadata(comfyui):
 
 
 async def test_a_video_keeps_the_workflow_only_when_asked(comfyui):
-    av = pytest.importorskip("av")
+    av = require_module("av", "PyAV, ComfyUI's video library: install ComfyUI's requirements")
     for keep in (False, True):
         result = await run(comfyui, graph({"video": ["4", 0], "keep_metadata": keep}, video=True))
         (ref,) = result.outputs["3"]["images"]

@@ -1,10 +1,9 @@
 """Telegram Input without ComfyUI: the editor defaults render a card, the job's values pass through."""
 
-import pytest
-
 from comfyui_courier.nodes.telegram_input import TelegramInput
+from comfyui_courier.tests.support.requires import require_module
 
-torch = pytest.importorskip("torch")
+torch = require_module("torch", "ComfyUI's requirements bring it")
 
 
 def defaults():

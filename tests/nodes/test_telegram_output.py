@@ -15,13 +15,16 @@ from comfyui_courier.health import Health
 from comfyui_courier.nodes import telegram_output
 from comfyui_courier.nodes.telegram_output import (Target, TelegramOutput, save_images, save_video, send_files,
                                                    send_from_editor, strip_video_metadata, workflow_metadata)
+from comfyui_courier.tests.support.requires import require_module
 
-torch = pytest.importorskip("torch")
-try:
-    import av  # ComfyUI's video library; not a requirement of the pack itself
-except ImportError:
-    av = None
-needs_av = pytest.mark.skipif(av is None, reason="PyAV is not installed (ComfyUI brings it)")
+torch = require_module("torch", "ComfyUI's requirements bring it")
+needs_av = pytest.mark.usefixtures("pyav")
+
+
+@pytest.fixture
+def pyav():
+    """PyAV, ComfyUI's video library: not a requirement of the pack itself."""
+    return require_module("av", "PyAV, ComfyUI's video library: install ComfyUI's requirements")
 
 PROMPT = {"1": {"class_type": "CourierTelegramInput", "inputs": {"prompt": "a secret"}}}
 EXTRA = {"workflow": {"nodes": [], "links": []}}
@@ -81,6 +84,8 @@ async def test_deliver_reports_images_to_the_ui(tmp_path, monkeypatch):
 
 def write_mp4(path, count=3, tags=None):
     """An H.264 MP4 as ComfyUI's VideoFromComponents writes it (its container tags are ``tags``)."""
+    import av  # a needs_av test
+
     with av.open(str(path), mode="w", options={"movflags": "use_metadata_tags"}) as out:
         for key, value in (tags or {}).items():
             out.metadata[key] = value
@@ -93,6 +98,8 @@ def write_mp4(path, count=3, tags=None):
 
 
 def tags_and_frames(path):
+    import av  # a needs_av test
+
     with av.open(str(path)) as video:
         return dict(video.metadata), sum(1 for _ in video.decode(video=0))
 

@@ -14,6 +14,7 @@ import pytest
 from aiohttp import ClientSession, web
 
 from comfyui_courier.config import load_settings
+from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.runtime import COURIER, Courier
 from comfyui_courier.server_routes import ROUTE_TABLES
 from comfyui_courier.server_routes.commands import NODE_TYPES
@@ -59,3 +60,24 @@ async def courier_api(tmp_path):
 async def api(courier_api, store):
     """The routes with a token configured and the test's database open."""
     return await courier_api(store=store)
+
+
+@pytest.fixture
+async def webhook_courier(botapi, botapi_bot, pg_database, tmp_path):
+    """A Courier in webhook mode: the emulator POSTs updates to our route."""
+    async with FakeComfyUI() as comfy:
+        def make_courier(url):
+            settings = load_settings(None, {
+                "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
+                "COURIER_DATABASE_URL": pg_database, "COURIER_WEBHOOK_URL": f"{url}/courier/telegram/webhook",
+                "COURIER_WEBHOOK_SECRET": "s3cret-token", "COURIER_PROGRESS_INTERVAL_S": "0"})
+            return Courier(settings, Path(tmp_path), comfy.url)
+
+        runner, url, courier = await helpers.serve_routes(make_courier)
+        await courier.start()
+        await courier.booted()
+        try:
+            yield courier, url
+        finally:
+            await courier.stop()
+            await runner.cleanup()

@@ -1,14 +1,16 @@
-"""What the route tests share: the admin token, the node list, a client, a weight-free graph."""
+"""What the route tests share: the admin token, the node list, a client, a server, a weight-free graph."""
 
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass
 
-from aiohttp import ClientSession
+from aiohttp import ClientSession, web
 from yarl import URL
 
-from comfyui_courier.runtime import Courier
+from comfyui_courier.runtime import COURIER, Courier
+from comfyui_courier.server_routes import ROUTE_TABLES
 
 TOKEN = "test-admin-token-1234"
 NODE_TYPES = frozenset({"CourierTelegramInput", "CourierTelegramOutput", "ImageSharpen", "ImageInvert",
@@ -42,6 +44,21 @@ class Api:
 
     async def get(self, path: str, **kwargs):
         return await self.send("GET", path, **kwargs)
+
+
+async def serve_routes(make_courier):
+    """Serve the routes; ``make_courier(url)`` builds the Courier once our URL is known."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = "http://127.0.0.1:%d" % sock.getsockname()[1]
+    app = web.Application()
+    app[COURIER] = courier = make_courier(url)
+    for table in ROUTE_TABLES:
+        app.router.add_routes(table)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner, url, courier
 
 
 def demo_graph(command: str = "mycmd", **output_inputs) -> dict:

@@ -91,8 +91,29 @@ async def test_shipped_commands_are_disabled_not_deleted(api, store):
                                   "x;drop table", "/", "mycmd\n", "my\x00cmd"])
 async def test_bad_names_are_refused(api, store, name):
     status, reply, _ = await publish(api, name=name)
-    assert (status, reply["error"]["code"]) == (400, "bad_name"), reply
+    code = "bad_text" if "\x00" in name else "bad_name"  # a NUL is refused in any text of the body
+    assert (status, reply["error"]["code"]) == (400, code), reply
     assert await commands.list_commands(store.pool) == []
+
+
+@pytest.mark.parametrize("text", ["\x00", "a\x00b", "\ud800", "a\udfffb"])
+async def test_text_postgresql_cannot_store_is_refused_anywhere_in_the_body(api, store, text):
+    graph = demo_graph()
+    graph["1"]["inputs"]["prompt"] = text
+    for body in ({"workflow": graph}, {"description": text}, {"workflow": {**demo_graph(), text: {}}}):
+        status, reply, _ = await publish(api, **body)
+        assert (status, reply["error"]["code"]) == (400, "bad_text"), reply
+    assert await commands.list_commands(store.pool) == []
+    status, reply, _ = await publish(api, description="\U0001f600 a pair of surrogates is one character")
+    assert status == 201, reply
+
+
+async def test_a_name_with_braces_is_a_bad_name_not_a_missing_route(api):
+    for method in ("PATCH", "DELETE"):
+        status, reply, _ = await api.send(method, "/courier/commands/%7Bx%7D", json={"enabled": False})
+        assert (status, reply["error"]["code"]) == (400, "bad_name"), reply
+    status, reply, _ = await api.get("/courier/commands/%7Bx%7D/export")
+    assert (status, reply["error"]["code"]) == (400, "bad_name"), reply
 
 
 @pytest.mark.parametrize("name", ["help", "start", "status", "cancel"])

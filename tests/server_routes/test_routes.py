@@ -1,36 +1,19 @@
 """The /courier routes mounted on a bare aiohttp app, as ComfyUI mounts them."""
 
-import socket
 from pathlib import Path
 
 import pytest
-from aiohttp import ClientSession, web
+from aiohttp import ClientSession
 
 from comfyui_courier.config import load_settings
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
-from comfyui_courier.runtime import COURIER, Courier
-from comfyui_courier.server_routes import ROUTE_TABLES
-
-
-async def serve(make_courier):
-    """Serve the routes; ``make_courier(url)`` builds the Courier once our URL is known."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = "http://127.0.0.1:%d" % sock.getsockname()[1]
-    app = web.Application()
-    app[COURIER] = courier = make_courier(url)
-    for table in ROUTE_TABLES:
-        app.router.add_routes(table)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
-    return runner, url, courier
+from comfyui_courier.runtime import Courier
+from comfyui_courier.tests.server_routes import helpers
 
 
 @pytest.fixture
 async def idle_courier(tmp_path):
     """A Courier whose services are not started: every component reports off."""
-    runner, url, courier = await serve(lambda url: Courier(load_settings(None, {}), Path(tmp_path), url))
+    runner, url, courier = await helpers.serve_routes(lambda url: Courier(load_settings(None, {}), Path(tmp_path), url))
     async with ClientSession() as http:
         yield courier, url, http
     await runner.cleanup()
@@ -72,27 +55,6 @@ async def test_webhook_is_closed_when_off(idle_courier):
         assert response.status == 404
 
 
-@pytest.fixture
-async def webhook_courier(botapi, botapi_bot, pg_database, tmp_path):
-    """A Courier in webhook mode: the emulator POSTs updates to our route."""
-    async with FakeComfyUI() as comfy:
-        def make_courier(url):
-            settings = load_settings(None, {
-                "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
-                "COURIER_DATABASE_URL": pg_database, "COURIER_WEBHOOK_URL": f"{url}/courier/telegram/webhook",
-                "COURIER_WEBHOOK_SECRET": "s3cret-token", "COURIER_PROGRESS_INTERVAL_S": "0"})
-            return Courier(settings, Path(tmp_path), comfy.url)
-
-        runner, url, courier = await serve(make_courier)
-        await courier.start()
-        await courier.booted()
-        try:
-            yield courier, url
-        finally:
-            await courier.stop()
-            await runner.cleanup()
-
-
 async def test_webhook_mode_serves_demo(webhook_courier, botapi_bot):
     courier, url = webhook_courier
     assert botapi_bot.webhook is not None and botapi_bot.webhook.url.endswith("/courier/telegram/webhook")
@@ -109,7 +71,7 @@ async def test_webhook_refuses_a_wrong_secret_and_junk(webhook_courier):
                              headers={"X-Telegram-Bot-Api-Secret-Token": "wrong"}) as response:
             assert response.status == 403
         headers = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"}
-        for body in (b"[1, 2]", b"not json", b"{}"):
+        for body in (b"[1, 2]", b"not json", b"{}", b'{"update_id": 1, "message": {}}', b"[" * 100_000):
             async with http.post(f"{url}/courier/telegram/webhook", data=body, headers=headers) as response:
                 assert response.status == 400
         async with http.post(f"{url}/courier/telegram/webhook", data=b"x" * (2 * 2**20),

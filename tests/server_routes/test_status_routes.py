@@ -45,18 +45,39 @@ async def test_queue_refuses_bad_user_ids(api, query):
 
 
 async def test_sessions_summarize_each_user(api, store):
-    await queue_jobs(store)
-    job = await jobs.claim(store.pool, "worker-1", 60)
-    await jobs.succeed(store.pool, job.id, {"outputs": []})
-    await sessions.set_last_outputs(store.pool, job.chat_id, job.user_id, [{"kind": "image", "file_id": "f"}])
+    """Every count differs between users and statuses, so a swapped column or user shows."""
+    carol = 5  # no chats, no jobs: listed last although her id sorts first
+    for user in (ALICE, BOB, carol):
+        await users.upsert_user(store.pool, user, f"user{user}")
+
+    async def enqueue(user):
+        return (await jobs.enqueue(store.pool, user_id=user, chat_id=user, command="demo", params={})).job_id
+
+    async def run_alone(user):  # the only queued job, so the claim takes it
+        job_id = await enqueue(user)
+        claimed = await jobs.claim(store.pool, "worker-1", 60)
+        assert claimed.id == job_id
+        return job_id
+
+    assert await jobs.succeed(store.pool, await run_alone(ALICE), {"outputs": []})
+    assert await jobs.fail(store.pool, await run_alone(ALICE), "boom")
+    for chat in (101, 102):
+        await sessions.set_last_outputs(store.pool, chat, ALICE, [{"kind": "image", "file_id": "f"}])
+    await run_alone(BOB)  # stays running
+    await enqueue(BOB)
+    await enqueue(BOB)
+    assert await jobs.cancel_job(store.pool, await enqueue(BOB))  # Bob acted last
+
     status, reply, _ = await api.get("/courier/sessions", token=None)
     assert status == 200
-    by_user = {u["user_id"]: u for u in reply["users"]}
-    served = by_user[job.user_id]
-    assert (served["chats"], served["succeeded"]) == (1, 1)
-    other = by_user[BOB if job.user_id == ALICE else ALICE]
-    assert (other["chats"], other["succeeded"], other["queued"]) == (0, 0, 1 if other["user_id"] == BOB else 2)
-    assert reply["users"][0]["user_id"] in (ALICE, BOB) and served["last_active_at"]
+    columns = ("user_id", "chats", "queued", "running", "succeeded", "failed", "cancelled")
+    assert [tuple(u[c] for c in columns) for u in reply["users"]] == [
+        (BOB, 0, 2, 1, 0, 0, 1), (ALICE, 2, 0, 0, 1, 1, 0), (carol, 0, 0, 0, 0, 0, 0)]
+    assert [u["username"] for u in reply["users"]] == [f"user{BOB}", f"user{ALICE}", f"user{carol}"]
+    bob, alice, carol_row = reply["users"]
+    assert bob["last_active_at"] > alice["last_active_at"] and carol_row["last_active_at"] is None
+    status, reply, _ = await api.get("/courier/sessions?limit=2", token=None)
+    assert [u["user_id"] for u in reply["users"]] == [BOB, ALICE]
     status, reply, _ = await api.get("/courier/sessions?limit=0")
     assert status == 400
 
@@ -81,6 +102,6 @@ async def test_benchmark_runs_newest_first(api, store):
     assert reply["runs"][0]["stats"]["median"] == 1.5 and "per_node" not in reply["runs"][0]
     status, reply, _ = await api.get("/courier/benchmarks?workflow=flux&limit=1")
     assert [r["workflow"] for r in reply["runs"]] == ["flux"]
-    for query in ("limit=0", "limit=201", "limit=x", "workflow=" + "w" * 300):
+    for query in ("limit=0", "limit=201", "limit=x", "workflow=" + "w" * 300, "workflow=a%00b"):
         status, reply, _ = await api.get(f"/courier/benchmarks?{query}")
         assert (status, reply["error"]["code"]) == (400, "bad_query"), query

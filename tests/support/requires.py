@@ -1,0 +1,52 @@
+"""Optional real parts: a test that needs one skips without it, saying which part and how to get it.
+
+``COURIER_REQUIRE_ALL=1`` (CI, where every part is installed) turns these skips into failures,
+except in tests marked ``gpu``; tests/conftest.py applies that policy to every skip whose
+reason starts with ``PREFIX``, so skip for a missing part only through ``missing()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
+
+import pytest
+
+from ..browser.cdp import find_chromium
+
+REQUIRE_ALL = "COURIER_REQUIRE_ALL"
+PREFIX = "missing part: "
+
+
+def required() -> bool:
+    """Whether a missing part fails the test instead of skipping it."""
+    return os.environ.get(REQUIRE_ALL) == "1"
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test (or the module) because an optional part is absent."""
+    pytest.skip(PREFIX + reason, allow_module_level=True)
+
+
+def require_comfyui() -> Path:
+    """The real ComfyUI folder named by ``COMFYUI_DIR``."""
+    if not (value := os.environ.get("COMFYUI_DIR")):
+        missing("COMFYUI_DIR is not set: no real ComfyUI to test against")
+    return Path(value)
+
+
+def require_chromium() -> str:
+    if binary := find_chromium():
+        return binary
+    missing("Chromium is not installed (apt-get install chromium)")
+
+
+def require_module(name: str, hint: str) -> ModuleType:
+    """``importlib.import_module(name)``; ``hint`` says how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        missing(f"{name} is not installed ({hint})")
