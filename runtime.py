@@ -33,6 +33,7 @@ class Courier:
         self.health = Health(*COMPONENTS)
         self.store = None
         self.bot = None
+        self.sink = None  # jobs.ports.ChatSink over the bot: how jobs reach their chats
         self.dispatcher = None
         self.anyone = None
         self._boot_task: asyncio.Task | None = None
@@ -93,6 +94,7 @@ class Courier:
 
     async def _start_bot(self) -> None:
         from .bot.service import BotService
+        from .bot.sink import TelegramSink
         from .jobs.dispatcher import Dispatcher
 
         proxy = None
@@ -109,10 +111,11 @@ class Courier:
                                                 f"{exc or 'no bootstrap in time'}")
                 return
         self.bot = BotService(self.settings, self.store, self.health, proxy=proxy)
+        self.sink = TelegramSink(self.bot.application.bot, self.settings.progress_interval_s)
         if not await self.bot.start():
             return
-        self.dispatcher = Dispatcher(self.settings, self.store, self.bot.application.bot,
-                                     self.backends(), self.health, anyone=self.anyone)
+        self.dispatcher = Dispatcher(self.settings, self.store, self.sink, self.backends(), self.health,
+                                     anyone=self.anyone)
         self.bot.dispatcher = self.dispatcher
         await self.dispatcher.start()
 

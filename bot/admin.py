@@ -18,8 +18,9 @@ from ..gpu import compare_view
 from ..gpu.compare import build_table, to_text
 from ..gpu.storage import load_runs
 from ..jobs import bench as bench_job
+from ..jobs.submit import submit
 from ..jobs.workflow import WorkflowError
-from ..store import commands, jobs, users
+from ..store import commands
 from .context import CourierContext
 from .parsing import parse_command, profile
 
@@ -86,18 +87,15 @@ async def bench(update: Update, context: CourierContext) -> None:
         return
     username, first_name, language = profile(user)
     params = bench_job.job_params(name, command.workflow, repeats, language)
-    async with context.pool.acquire() as conn, conn.transaction():  # as run_command: see there
-        await users.upsert_user(conn, user.id, username, first_name, language)
-        pending = await jobs.count_active(conn, user.id)
-        if pending >= context.settings.max_jobs_per_user:
-            await message.reply_text(context.t(update, "too_many_jobs", count=pending))
-            return
-        queued = await jobs.enqueue(conn, user_id=user.id, chat_id=message.chat_id, command="bench",
-                                    params=params, reply_to_message_id=message.message_id)
-        status_message = await message.reply_text(context.t(
-            update, "bench_queued", name=name, warmup=params["warmup"], repeats=repeats,
-            position=queued.position))
-        await jobs.set_status_message(conn, queued.job_id, status_message.message_id)
+
+    async def post_status(position: int) -> int:
+        return (await message.reply_text(context.t(update, "bench_queued", name=name, warmup=params["warmup"],
+                                                   repeats=repeats, position=position))).message_id
+
+    await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command="bench", params=params,
+                 post_status=post_status, profile=(username, first_name, language),
+                 reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
+                 refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
 
 
 async def compare(update: Update, context: CourierContext) -> None:

@@ -7,7 +7,7 @@ import dataclasses
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from ..config import Settings
-from . import i18n
+from .. import i18n
 
 
 @dataclasses.dataclass

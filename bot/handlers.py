@@ -22,9 +22,10 @@ from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, BaseHandler, CommandHandler, MessageHandler, TypeHandler, filters
 
 from .. import imaging
+from ..jobs.submit import submit
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
-from ..store import commands, jobs, sessions, users
+from ..store import commands, jobs, sessions
 from . import admin
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
@@ -183,25 +184,18 @@ async def run_command(update: Update, context: CourierContext) -> None:
         if image is None:
             await message.reply_text(context.t(update, "needs_image", name=request.name))
             return
-    # One transaction around the checks and the reply. Upserting the user locks their row, so one
-    # user's commands are queued one at a time (the cap holds under a flood); the job becomes
-    # visible (and dispatchers are notified) only once the user has its status message, and no
-    # later UPDATE races a dispatcher's SKIP LOCKED claim.
     username, first_name, language = profile(user)
-    async with context.pool.acquire() as conn, conn.transaction():
-        await users.upsert_user(conn, user.id, username, first_name, language)
-        pending = await jobs.count_active(conn, user.id)
-        if pending >= context.settings.max_jobs_per_user:
-            await message.reply_text(context.t(update, "too_many_jobs", count=pending))
-            return
-        queued = await jobs.enqueue(conn, user_id=user.id, chat_id=message.chat_id, command=request.name,
-                                    params={"prompt": request.args, "seed": random.randint(0, MAX_SEED),
-                                            "image_file_id": image, "language": language,
-                                            "workflow": command.workflow},  # runs as it was when queued
-                                    reply_to_message_id=message.message_id)
-        status_message = await message.reply_text(
-            context.t(update, "queued", name=request.name, position=queued.position))
-        await jobs.set_status_message(conn, queued.job_id, status_message.message_id)
+
+    async def post_status(position: int) -> int:
+        return (await message.reply_text(context.t(update, "queued", name=request.name, position=position))
+                ).message_id
+
+    await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
+                 params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
+                         "language": language, "workflow": command.workflow},  # runs as it was when queued
+                 post_status=post_status, profile=(username, first_name, language),
+                 reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
+                 refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
 
 
 async def hint(update: Update, context: CourierContext) -> None:

@@ -43,6 +43,7 @@ from .comfy_client import (
     Interrupted,
     PromptLost,
 )
+from .runner import JobRun
 from .workflow import fill_job, requires_image
 
 log = get_logger("bench")
@@ -366,10 +367,10 @@ def clean_png(data: bytes) -> bytes:
 
 # --- the dispatcher's side ----------------------------------------------------------------------
 
-async def run_job(dispatcher, job, active, progress, say) -> dict:
-    """Run a ``/bench`` job on ``active.client`` and send the report and chart to the chat."""
+async def run_job(run: JobRun) -> dict:
+    """Run a ``/bench`` job on ``run.client`` and send the report and chart to the chat."""
+    job, client, say = run.job, run.client, run.say
     params = job.params
-    client: ComfyClient = active.client
     name, repeats, warmup = params["command"], int(params["repeats"]), int(params.get("warmup", WARMUP))
     image = ""
     if requires_image(params["workflow"]):
@@ -384,11 +385,11 @@ async def run_job(dispatcher, job, active, progress, say) -> dict:
             text = say("bench_warmup", name=name, run=step.run + 1, count=step.warmup)
         else:
             text = say("bench_run", name=name, run=step.run - step.warmup + 1, count=step.repeats)
-        await progress.update(text)
+        await run.status.update(text)
 
-    result = await run_session(client, bench, warmup=warmup, repeats=repeats, prompt_id=active.prompt_id,
+    result = await run_session(client, bench, warmup=warmup, repeats=repeats, prompt_id=run.prompt_id,
                                on_step=on_step)
-    named_id, row = await stored_run(dispatcher.store.pool, result.report, result.prompt_ids)
+    named_id, row = await stored_run(run.pool, result.report, result.prompt_ids)
     if row is not None:
         note = say("bench_stored", id=row.id)
     elif named_id is not None:
@@ -396,15 +397,13 @@ async def run_job(dispatcher, job, active, progress, say) -> dict:
     else:
         note = ""
     text = result.report if not note else f"{result.report}\n\n{note}"
-    reply = {"reply_to_message_id": job.reply_to_message_id, "allow_sending_without_reply": True}
-    await dispatcher.bot.send_message(job.chat_id, _fit(text), **reply)
+    await run.sink.send_text(job.chat_id, _fit(text), job.reply_to_message_id)
     if result.chart is not None:
         chart = await client.view(result.chart["filename"], result.chart.get("subfolder", ""),
                                   result.chart.get("type", "temp"))
-        await dispatcher.bot.send_document(job.chat_id, document=clean_png(chart),
-                                           filename=f"benchmark-{_slug(name)}.png",
-                                           disable_content_type_detection=True, **reply)
-    return {"prompt_id": active.prompt_id, "benchmark_run_id": row.id if row is not None else None,
+        await run.sink.send_file(job.chat_id, job.reply_to_message_id, f"benchmark-{_slug(name)}.png",
+                                 clean_png(chart))
+    return {"prompt_id": run.prompt_id, "benchmark_run_id": row.id if row is not None else None,
             "prompt_ids": result.prompt_ids, "failed_runs": result.failed_runs}
 
 

@@ -18,21 +18,15 @@ import socket
 import time
 import uuid
 
-from telegram import Bot
-from telegram.constants import FileSizeLimit
-from telegram.error import BadRequest
-
-from .. import imaging
-from ..bot import i18n
+from .. import i18n
 from ..config import Settings
 from ..health import Health
-from ..store import jobs, sessions
+from ..store import jobs
 from ..anyone.transport import make_connector
-from . import bench
+from . import bench, prompt_job
 from .comfy_client import BackendUnavailable, ComfyClient, ComfyError, describe_error
-from .delivery import deliver_file
-from .progress import ChatThrottle, ProgressMessage
-from .workflow import fill_job, output_nodes
+from .ports import ChatSink, StatusMessage
+from .runner import JobError, JobRun, Runner
 from ..logs import get_logger
 
 log = get_logger("dispatcher")
@@ -41,9 +35,8 @@ LEASE_S = 60.0
 IDLE_POLL_S = 5.0
 BACKEND_RETRY_S = 5.0
 
-
-class JobError(Exception):
-    """A job cannot run; the message is for the user, already in their language."""
+RUNNERS: dict[str, Runner] = {prompt_job.KIND: prompt_job.run, bench.KIND: bench.run_job}
+"""Job kind (``job.params["kind"]``, a prompt job when absent) -> its runner."""
 
 
 @dataclasses.dataclass
@@ -57,16 +50,15 @@ class ActiveJob:
 
 
 class Dispatcher:
-    def __init__(self, settings: Settings, store, bot: Bot, backend_urls: list[str], health: Health,
+    def __init__(self, settings: Settings, store, sink: ChatSink, backend_urls: list[str], health: Health,
                  anyone=None):
         self.settings = settings
         self.store = store
-        self.bot = bot
+        self.sink = sink
         self.health = health
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.clients = [ComfyClient(url, connector_factory=_connector_factory(url, settings, anyone))
                         for url in backend_urls]
-        self.throttle = ChatThrottle(settings.progress_interval_s)
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._running: dict[int, ActiveJob] = {}
@@ -147,14 +139,14 @@ class Dispatcher:
         def say(key: str, **params) -> str:
             return i18n.text(language, key, **params)
 
-        progress = ProgressMessage(job.chat_id, lambda text: self.bot.edit_message_text(
-            text, chat_id=job.chat_id, message_id=job.status_message_id), self.throttle)
+        progress = self.sink.status(job.chat_id, job.status_message_id)
         lease = asyncio.create_task(self._keep_lease(job.id), name=f"courier-lease-{job.id}")
         started = time.monotonic()
         try:
             await progress.update(say("running", name=job.command))
-            result = await asyncio.wait_for(self._execute(job, active, progress, say),
-                                            self.settings.job_timeout_s)
+            runner = RUNNERS[job.params.get("kind", prompt_job.KIND)]
+            run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say)
+            result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
         except asyncio.CancelledError:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled
                 with contextlib.suppress(Exception):
@@ -190,55 +182,7 @@ class Dispatcher:
         await progress.finish(say("done", seconds=time.monotonic() - started))
         return False
 
-    async def _execute(self, job, active: ActiveJob, progress: ProgressMessage, say) -> dict:
-        if job.params.get("kind") == bench.KIND:  # /bench: a Benchmark session, holding this backend
-            return await bench.run_job(self, job, active, progress, say)
-        client = active.client
-        image_name = ""
-        if job.params.get("image_file_id"):
-            data = await self._fetch_image(job.params["image_file_id"], say)
-            image_name = await client.upload_image(data, f"job-{job.id}.png")
-        workflow = fill_job(job.params["workflow"], prompt=job.params.get("prompt", ""), seed=job.params["seed"],
-                            image=image_name, chat_id=job.chat_id, user_id=job.user_id)
-
-        async def on_progress(event) -> None:
-            if event.max:
-                await progress.update(say("progress", name=job.command, value=event.value, max=event.max,
-                                          percent=int(100 * event.value / event.max)))
-
-        run = await client.run_prompt(workflow, on_progress=on_progress, prompt_id=active.prompt_id)
-        wanted = set(output_nodes(workflow))
-        delivered = []
-        for node_id, output in run.outputs.items():
-            if node_id not in wanted:
-                continue
-            for ref in output.get("images", []) + output.get("gifs", []) + output.get("videos", []):
-                data = await client.view(ref["filename"], ref.get("subfolder", ""), ref.get("type", "output"))
-                record = await deliver_file(self.bot, job.chat_id, job.reply_to_message_id, ref["filename"], data)
-                delivered.append({**record, "job_id": job.id})
-        if delivered:
-            await sessions.set_last_outputs(self.store.pool, job.chat_id, job.user_id, delivered)
-        return {"prompt_id": run.prompt_id, "outputs": delivered, "execution_ms": run.execution_ms}
-
-    async def _fetch_image(self, file_id: str, say) -> bytes:
-        """The picture's bytes, once they prove to be an image within the limits.
-
-        :raises JobError: Telegram will not hand the file out (too big, gone), or it is no usable image.
-        """
-        try:
-            telegram_file = await self.bot.get_file(file_id)
-            data = bytes(await telegram_file.download_as_bytearray())
-        except BadRequest as exc:  # a retry cannot help: say why, once
-            reason = "image_too_big_for_telegram" if "too big" in exc.message.lower() else "image_unavailable"
-            raise JobError(say("bad_image", reason=say(reason, limit_mb=FileSizeLimit.FILESIZE_DOWNLOAD / 1e6))
-                           ) from None
-        try:
-            imaging.decode_image(data, int(self.settings.max_image_mb * 2**20))
-        except imaging.BadImage as exc:
-            raise JobError(say("bad_image", reason=say(exc.key, **exc.params))) from None
-        return data
-
-    async def _finish_failed(self, job, progress: ProgressMessage, say, reason: str) -> None:
+    async def _finish_failed(self, job, progress: StatusMessage, say, reason: str) -> None:
         await jobs.fail(self.store.pool, job.id, reason, worker=self.worker_id)
         with contextlib.suppress(Exception):
             await progress.finish(say("failed", name=job.command, reason=reason))

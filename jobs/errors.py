@@ -2,7 +2,7 @@
 
 One exception tree (``ComfyError`` and subclasses). Every error can describe
 itself as ``Problem`` values: a message key plus parameters, so a caller can
-localize; ``MESSAGES`` holds the default English text for each key, in one place.
+localize; the text of each key lives in the pack's ``i18n`` catalog.
 """
 
 from __future__ import annotations
@@ -12,19 +12,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-MESSAGES: dict[str, str] = {
-    "missing_model": "Missing model file {filename} (folder: {folder}) needed by {node_type}",
-    "missing_node": "This workflow needs a node that is not installed: {node_type}",
-    "invalid_input": "{node_type} (node {node_id}), input {input_name}: {text}",
-    "invalid_node": "{node_type} (node {node_id}): {text}",
-    "prompt_rejected": "The workflow was rejected: {text}",
-    "execution_failed": "{node_type} (node {node_id}) failed: {exception_message}",
-    "out_of_memory": "Not enough memory to run {node_type} (node {node_id}); try a smaller size",
-    "interrupted": "The run was stopped before it finished",
-    "backend_unavailable": "The image server is not reachable right now",
-    "prompt_lost": "The image server restarted and forgot this job",
-    "backend_error": "The image server answered with an error: {message}",
-}
+from ..i18n import MESSAGES as CATALOG
+
+MESSAGES: Mapping[str, str] = CATALOG["en"]
+"""The English text of each key (the default of every ``render``)."""
 
 # (loader class, input name or prefix) -> models folder; other loaders -> "models".
 MODEL_FOLDERS: dict[str, dict[str, str]] = {

@@ -166,7 +166,7 @@ def strip_video_metadata(path: str) -> None:
 
 async def send_files(bot, chat_id: int, paths: list[str]) -> list[dict[str, Any]]:
     """Send files to a chat as the dispatcher sends job results (lossless file, then a preview)."""
-    from ..jobs.delivery import deliver_file
+    from ..bot.delivery import deliver_file
 
     sent = []
     for path in paths:

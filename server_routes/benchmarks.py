@@ -5,9 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..gpu.storage import load_runs
+from ..jobs.ports import DeliveryFailed
+from ..jobs.submit import submit
 from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER
-from ..store import commands, jobs, users
+from ..store import commands
 from .api import (ADMIN, STATUS, ApiError, Field, check_body, endpoint, json_response, query_int, query_text,
                   read_json, store_of)
 
@@ -30,9 +32,7 @@ async def benchmark_runs(request: web.Request) -> web.Response:
 @endpoint(ADMIN)
 async def run_benchmark(request: web.Request) -> web.Response:
     """Queue ``/bench`` for a stored command; the report and chart go to ``chat_id`` (an admin's chat)."""
-    from telegram.error import TelegramError  # here: python-telegram-bot loads with the bot, not with ComfyUI
-
-    from ..bot import i18n
+    from .. import i18n
     from ..jobs import bench as bench_job
     body = check_body(await read_json(request), {"command": Field(str, required=True, max_length=32),
                                                  "repeats": Field(int), "chat_id": Field(int, required=True)})
@@ -52,14 +52,15 @@ async def run_benchmark(request: web.Request) -> web.Response:
     except (WorkflowError, ValueError) as exc:
         raise ApiError(400, "bad_benchmark", str(exc)) from None
     chat_id = body["chat_id"]
+
+    async def post_status(position: int) -> int:
+        return await courier.sink.send_text(chat_id, i18n.text(
+            courier.settings.language, "bench_queued", name=command.name, warmup=params["warmup"],
+            repeats=repeats, position=position))
+
     try:
-        async with pool.acquire() as conn, conn.transaction():  # as the bot's handlers: see run_command
-            await users.upsert_user(conn, chat_id)
-            queued = await jobs.enqueue(conn, user_id=chat_id, chat_id=chat_id, command="bench", params=params)
-            status = await courier.bot.application.bot.send_message(chat_id, i18n.text(
-                courier.settings.language, "bench_queued", name=command.name, warmup=params["warmup"],
-                repeats=repeats, position=queued.position))
-            await jobs.set_status_message(conn, queued.job_id, status.message_id)
-    except TelegramError as exc:  # the transaction is rolled back: nothing queued
+        queued = await submit(pool, user_id=chat_id, chat_id=chat_id, command="bench", params=params,
+                              post_status=post_status)
+    except DeliveryFailed as exc:  # the transaction is rolled back: nothing queued
         raise ApiError(502, "telegram_error", f"cannot message chat {chat_id}: {exc}") from None
     return json_response({"job_id": queued.job_id, "position": queued.position}, status=202)

@@ -182,6 +182,15 @@ async def test_file_telegram_will_not_hand_out_fails_the_job_once_and_clearly(co
     assert [(j["status"], "20 MB" in j["error"]) for j in await job_rows(courier)] == [("failed", True)]
 
 
+async def test_file_telegram_no_longer_has_fails_the_job_with_a_plea_to_resend(courier, botapi_bot):
+    botapi_bot.fail("getFile", status=400,
+                    description="Bad Request: wrong file_id or the file is temporarily unavailable")
+    botapi_bot.inject_photo(USER, picture(), caption="/demoedit")
+    text = await final_status(botapi_bot, "/demoedit failed")
+    assert "Telegram no longer has it; please send it again" in text
+    assert [j["status"] for j in await job_rows(courier)] == ["failed"]
+
+
 async def test_text_document_with_an_edit_command_is_refused_not_the_last_result_edited(courier, botapi_bot):
     botapi_bot.inject_text(USER, "/demo first")
     await final_status(botapi_bot, "Done")

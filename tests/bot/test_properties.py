@@ -32,7 +32,7 @@ from telegram import (
     Video,
 )
 
-from comfyui_courier.bot import i18n
+from comfyui_courier import i18n
 from comfyui_courier.bot.parsing import clean_text, parse_command, strip_blank
 from comfyui_courier.bot.service import build_application
 from comfyui_courier.config import load_settings

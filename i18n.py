@@ -1,17 +1,29 @@
 """User-facing text in one place, keyed by message id, per language.
 
+Below both ``bot`` and ``jobs``: the bot's replies, the dispatcher's status texts and the
+ComfyUI problems of ``jobs/errors.py`` are all keyed here.
+
 The language is the user's Telegram language when we have it, else the
 configured fallback, else English. Missing keys fall back to English.
 """
 
 from __future__ import annotations
 
-from ..imaging import MESSAGES as IMAGE_MESSAGES
-from ..jobs.errors import MESSAGES as BACKEND_MESSAGES
+from .imaging import MESSAGES as IMAGE_MESSAGES
 
 MESSAGES: dict[str, dict[str, str]] = {
     "en": {
-        **BACKEND_MESSAGES,
+        "missing_model": "Missing model file {filename} (folder: {folder}) needed by {node_type}",
+        "missing_node": "This workflow needs a node that is not installed: {node_type}",
+        "invalid_input": "{node_type} (node {node_id}), input {input_name}: {text}",
+        "invalid_node": "{node_type} (node {node_id}): {text}",
+        "prompt_rejected": "The workflow was rejected: {text}",
+        "execution_failed": "{node_type} (node {node_id}) failed: {exception_message}",
+        "out_of_memory": "Not enough memory to run {node_type} (node {node_id}); try a smaller size",
+        "interrupted": "The run was stopped before it finished",
+        "backend_unavailable": "The image server is not reachable right now",
+        "prompt_lost": "The image server restarted and forgot this job",
+        "backend_error": "The image server answered with an error: {message}",
         **IMAGE_MESSAGES,
         "welcome": "Hi {name}! I render images and videos with ComfyUI.\n\n{commands}",
         "help": "Commands:\n{commands}\n\nReply to a picture to edit it; without a reply, edit commands use your last result.",

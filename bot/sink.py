@@ -1,0 +1,63 @@
+"""The chat port of ``jobs/`` (``jobs.ports.ChatSink``) over python-telegram-bot's Bot.
+
+Telegram's errors stop here: a file Telegram will not hand out becomes ``InputUnavailable``,
+anything else Telegram refuses becomes ``DeliveryFailed`` (``ChatError`` for a download).
+"""
+
+from __future__ import annotations
+
+from telegram import Bot
+from telegram.constants import FileSizeLimit
+from telegram.error import BadRequest, TelegramError
+
+from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable
+from .delivery import deliver_file
+from .progress import ChatThrottle, ProgressMessage
+
+
+class TelegramSink:
+    """One per bot: status edits of all jobs share its per-chat throttle."""
+
+    def __init__(self, bot: Bot, progress_interval_s: float):
+        self.bot = bot
+        self.throttle = ChatThrottle(progress_interval_s)
+
+    async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
+        try:
+            sent = await self.bot.send_message(chat_id, text, **_reply(reply_to))
+        except TelegramError as exc:
+            raise DeliveryFailed(str(exc)) from exc
+        return sent.message_id
+
+    def status(self, chat_id: int, message_id: int | None) -> ProgressMessage:
+        return ProgressMessage(chat_id, lambda text: self.bot.edit_message_text(
+            text, chat_id=chat_id, message_id=message_id), self.throttle)
+
+    async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
+        try:
+            return await deliver_file(self.bot, chat_id, reply_to, filename, data)
+        except TelegramError as exc:
+            raise DeliveryFailed(str(exc)) from exc
+
+    async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
+        try:
+            await self.bot.send_document(chat_id, document=data, filename=filename,
+                                         disable_content_type_detection=True, **_reply(reply_to))
+        except TelegramError as exc:
+            raise DeliveryFailed(str(exc)) from exc
+
+    async def fetch_file(self, file_id: str) -> bytes:
+        try:
+            telegram_file = await self.bot.get_file(file_id)
+            return bytes(await telegram_file.download_as_bytearray())
+        except BadRequest as exc:  # a retry cannot help: too big, or gone
+            if "too big" in exc.message.lower():
+                raise InputUnavailable("image_too_big_for_telegram",
+                                       limit_mb=FileSizeLimit.FILESIZE_DOWNLOAD / 1e6) from exc
+            raise InputUnavailable("image_unavailable") from exc
+        except TelegramError as exc:
+            raise ChatError(str(exc)) from exc
+
+
+def _reply(reply_to: int | None) -> dict:
+    return {"reply_to_message_id": reply_to, "allow_sending_without_reply": True}

@@ -1,0 +1,56 @@
+"""What jobs need from the chat a job came from: the port ``bot/`` implements over Telegram.
+
+Nothing here knows Telegram. A sink's errors reach jobs as the exceptions below, so the
+dispatcher's outcomes (a clear "bad picture", an incident, a 502 from a route) stay the same
+whatever carries the messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol
+
+
+class ChatError(Exception):
+    """Base of the errors a ``ChatSink`` raises; the original error is the ``__cause__``."""
+
+
+class InputUnavailable(ChatError):
+    """An input file cannot be fetched (too big to download, gone); a retry cannot help.
+
+    ``key`` and ``params`` name the reason for the message catalog.
+    """
+
+    def __init__(self, key: str, **params):
+        super().__init__(key)
+        self.key = key
+        self.params: Mapping[str, Any] = params
+
+
+class DeliveryFailed(ChatError):
+    """The chat refused or did not take a message or file."""
+
+
+class StatusMessage(Protocol):
+    """A job's status message: edits are best effort and throttled, the final text always shows."""
+
+    async def update(self, text: str) -> None: ...
+
+    async def finish(self, text: str) -> None: ...
+
+
+class ChatSink(Protocol):
+    async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
+        """Send a message; returns its message id. :raises DeliveryFailed:"""
+
+    def status(self, chat_id: int, message_id: int | None) -> StatusMessage:
+        """The status message ``message_id`` of a job in ``chat_id``, to edit as the job goes on."""
+
+    async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
+        """Send one result file; returns what the session records for chaining
+        (``{"kind", "file_id", "filename"}``). :raises DeliveryFailed:"""
+
+    async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
+        """Send a file as it is (a document, no preview). :raises DeliveryFailed:"""
+
+    async def fetch_file(self, file_id: str) -> bytes:
+        """The bytes of a file the user sent. :raises InputUnavailable:"""

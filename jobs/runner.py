@@ -1,0 +1,36 @@
+"""What a job runner gets, and the error it raises for the user.
+
+A runner runs one kind of job (``job.params["kind"]``; a prompt job has none) on the backend
+its worker claimed it for, and returns the job's result record. The dispatcher keeps the
+registry (``dispatcher.RUNNERS``) and everything around a run: lease, timeout, cancel, outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+
+from ..config import Settings
+from .comfy_client import ComfyClient
+from .ports import ChatSink, StatusMessage
+
+
+class JobError(Exception):
+    """A job cannot run; the message is for the user, already in their language."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRun:
+    """One claimed job on its backend: ``prompt_id`` is the id to queue its (first) prompt under."""
+
+    job: object  # store.jobs.Job
+    client: ComfyClient
+    prompt_id: str
+    status: StatusMessage
+    sink: ChatSink
+    pool: object
+    settings: Settings
+    say: Callable[..., str]  # localized text in the job's language
+
+
+Runner = Callable[[JobRun], Awaitable[dict]]

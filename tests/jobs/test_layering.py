@@ -1,0 +1,84 @@
+"""The import order (ARCHITECTURE.md): a lower package never imports a higher one.
+
+Read from the source with ``ast`` (nothing is imported), so an import inside a function counts
+as much as one at the top, relative or absolute.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import comfyui_courier
+import pytest
+
+PACK_ROOT = Path(comfyui_courier.__file__).resolve().parent
+PACK_NAMES = ("comfyui_courier", PACK_ROOT.name)  # how tests and ComfyUI name the pack
+
+RULES = {  # package -> what none of its modules may import (pack packages, or third-party names)
+    "jobs": {"bot", "server_routes", "runtime", "telegram"},
+    "store": {"bot", "jobs", "server_routes", "runtime", "telegram"},
+    "anyone": {"bot", "jobs", "server_routes", "runtime", "telegram"},
+    "gpu": {"bot", "jobs", "server_routes", "runtime", "telegram"},
+}
+
+
+def imported(path: Path, root: Path = PACK_ROOT) -> list[tuple[int, str]]:
+    """(line, module) for every import in ``path``, relative ones resolved against the pack root.
+
+    A module of the pack is named from the root (``bot.handlers``); any other module as written
+    (``telegram.error``). ``from .. import bot`` names ``bot``.
+    """
+    package = path.parent.relative_to(root).parts
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, _from_root(alias.name)) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                assert node.level - 1 <= len(package), f"{path}:{node.lineno} imports from above the pack"
+                base = list(package[:len(package) - node.level + 1])
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = _from_root(node.module)
+            found += [(node.lineno, f"{module}.{alias.name}".lstrip(".")) for alias in node.names]
+    return found
+
+
+def _from_root(module: str) -> str:
+    first, _, rest = module.partition(".")
+    return rest if first in PACK_NAMES else module
+
+
+def violations(package: str, root: Path = PACK_ROOT) -> list[str]:
+    """``path:line imports module`` for each import ``RULES`` forbids ``package``."""
+    forbidden = RULES[package]
+    bad = []
+    for path in sorted((root / package).rglob("*.py")):
+        for line, module in imported(path, root):
+            if module.split(".")[0] in forbidden:
+                bad.append(f"{path.relative_to(root)}:{line} imports {module}")
+    return bad
+
+
+@pytest.mark.parametrize("package", sorted(RULES))
+def test_lower_packages_import_no_higher_one(package):
+    assert list((PACK_ROOT / package).rglob("*.py")), f"no modules under {package}/"
+    assert violations(package) == []
+
+
+def test_the_check_sees_every_kind_of_import(tmp_path):
+    """Each way of writing a forbidden import is caught, and allowed ones are not."""
+    jobs = tmp_path / "jobs"
+    (jobs / "sub").mkdir(parents=True)
+    (jobs / "sub" / "deep.py").write_text(
+        "from ... import bot\n"                   # 1: the bot package, relative
+        "from ...bot.handlers import run_command\n"  # 2
+        "from ..ports import ChatSink\n"          # allowed: jobs.ports
+        "def later():\n"
+        "    import telegram.error\n"             # 5: inside a function
+        "    from telegram import Bot\n"          # 6
+        "    from comfyui_courier.bot import i18n\n"  # 7: absolute, under the tests' name
+        "    from ... import i18n\n")             # allowed: the neutral catalog
+    found = violations("jobs", tmp_path)
+    assert [v.split(":")[1].split()[0] for v in found] == ["1", "2", "5", "6", "7"], found

@@ -1,0 +1,76 @@
+"""Submitting a job (jobs/submit.py) on real PostgreSQL: the cap, the status reply, the rollback."""
+
+import asyncio
+
+import pytest
+
+from comfyui_courier.jobs.ports import DeliveryFailed
+from comfyui_courier.jobs.submit import submit
+from comfyui_courier.store import jobs, users
+
+USER, CHAT = 4242, 4242
+
+
+class Chat:
+    """Records the status replies and refusals; message ids count from 100."""
+
+    def __init__(self, fail: bool = False):
+        self.fail = fail
+        self.posted: list[int] = []  # positions
+        self.refused: list[int] = []  # counts
+
+    async def post_status(self, position: int) -> int:
+        if self.fail:
+            raise DeliveryFailed("Forbidden: bot was blocked by the user")
+        self.posted.append(position)
+        return 99 + len(self.posted)
+
+    async def refuse(self, count: int) -> None:
+        self.refused.append(count)
+
+
+async def submit_one(store, chat: Chat, max_active: int | None = 2, **kw):
+    return await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={"prompt": "a cat"},
+                        post_status=chat.post_status, refuse=chat.refuse, max_active=max_active, **kw)
+
+
+async def test_a_submitted_job_has_its_status_message_and_the_users_profile(store):
+    chat = Chat()
+    queued = await submit_one(store, chat, profile=("ann", "Ann", "de"), reply_to_message_id=7)
+    job = await jobs.get_job(store.pool, queued.job_id)
+    assert (queued.position, chat.posted) == (1, [1])
+    assert (job.status, job.status_message_id, job.reply_to_message_id, job.command) == ("queued", 100, 7, "demo")
+    user = await users.get_user(store.pool, USER)
+    assert (user.username, user.first_name, user.language_code) == ("ann", "Ann", "de")
+
+
+async def test_at_the_cap_the_user_is_told_and_nothing_is_queued(store):
+    chat = Chat()
+    assert await submit_one(store, chat) and await submit_one(store, chat)
+    assert await submit_one(store, chat) is None
+    assert (chat.posted, chat.refused) == ([1, 2], [2])
+    assert len(await jobs.list_queue(store.pool, user_id=USER)) == 2
+
+
+async def test_without_a_cap_every_job_is_queued(store):
+    chat = Chat()
+    for _ in range(3):
+        assert await submit_one(store, chat, max_active=None)
+    assert (chat.posted, chat.refused) == ([1, 2, 3], [])
+
+
+async def test_a_status_reply_that_fails_queues_nothing(store):
+    with pytest.raises(DeliveryFailed):
+        await submit_one(store, Chat(fail=True))
+    assert await jobs.list_queue(store.pool) == []
+
+
+@pytest.mark.timeout(60)
+async def test_the_cap_holds_when_one_user_floods(store):
+    """Concurrent submissions of one user queue one at a time (the user row's lock), so no more
+    than the cap get in."""
+    chat = Chat()
+    results = await asyncio.gather(*(submit_one(store, chat, max_active=3) for _ in range(12)))
+    assert sum(r is not None for r in results) == 3
+    assert len(await jobs.list_queue(store.pool, user_id=USER)) == 3
+    assert sorted(chat.refused) == [3] * 9
