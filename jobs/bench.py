@@ -7,10 +7,10 @@ a fixed picture for edit commands), gets a Benchmark node (``gpu.session.with_be
 plus two display nodes for its report and chart, and is queued once.
 
 The Benchmark node queues the other runs itself (see ``gpu/session.py``), under the
-``client_id`` of the prompt that started it. So the runner opens its websocket with its own
-``client_id`` before queueing: ComfyUI sends the frames of every run of the session, and of
-nothing else, to that socket (``execution_start``/``executed``/``execution_success`` go to the
-queuing client only). The report run's ``executed`` frames carry the report text and the chart.
+``client_id`` of the prompt that started it: the client's, so ComfyUI sends the frames of every
+run of the session to the client's shared websocket (``execution_start``/``executed``/
+``execution_success`` go to the queuing client only). The runner follows its first prompt there
+and adopts the prompts no other run of the client follows: the session's other runs. The report run's ``executed`` frames carry the report text and the chart.
 The node stores the run in its Courier's database; when that is the bot's database (one
 process, or backends sharing ``COURIER_DATABASE_URL``), the stored row is checked to be this
 session's (its prompt ids are runs we saw) and linked in the reply.
@@ -40,6 +40,8 @@ from .comfy_client import (
     ComfyError,
     Event,
     ExecutionFailed,
+    Follower,
+    Gap,
     Interrupted,
     PromptLost,
 )
@@ -237,44 +239,41 @@ StepCallback = Callable[[Step], Awaitable[None]]
 
 
 async def run_session(client: ComfyClient, bench: BenchPrompt, *, warmup: int, repeats: int,
-                      prompt_id: str | None = None, on_step: StepCallback | None = None,
-                      poll_interval: float = 1.0, retries: int = 10) -> BenchResult:
+                      prompt_id: str | None = None, on_step: StepCallback | None = None) -> BenchResult:
     """Queue the benchmarked prompt and follow its session to the report run.
 
-    A dropped websocket is reopened (same ``client_id``) and the runs it missed are read from
-    ``/queue`` and ``/history``. Leaving early (an error, a cancel, a timeout) deletes the
+    The session is followed on the client's shared websocket; after a reconnect the runs it
+    missed are read from ``/queue`` and ``/history`` (it gives up after ``client.retries`` looks
+    while the socket stays down). Leaving early (an error, a cancel, a timeout) deletes the
     session's queued runs and interrupts its running one, so no orphan runs hold the GPU.
 
     :raises PromptRejected, ExecutionFailed, Interrupted, PromptLost, BackendUnavailable:
     """
-    client_id = uuid.uuid4().hex
     tracker = Tracker(prompt_id or str(uuid.uuid4()), warmup, repeats, bench.report_node, bench.chart_node)
-    stream = await client.events(client_id)
-    try:
-        await client.queue_prompt(bench.prompt, client_id, tracker.first_prompt)
-        while True:
-            async for item in stream:
-                if not isinstance(item, Event):
-                    continue
-                step = tracker.handle(item)
-                if step is not None and on_step is not None:
-                    await on_step(step)
-                if tracker.done:
-                    return _result(tracker)
-                if item.type == "execution_success" and item.data.get("prompt_id") == tracker.first_prompt:
-                    await _learn_queued(client, client_id, tracker)  # run 0 queued the others by now
-            await stream.close()
-            log.warning("websocket to %s dropped during a benchmark session", client.base_url)
-            stream = await _reopen(client, client_id, poll_interval, retries)
-            await _catch_up(client, client_id, tracker)
-            if tracker.done:
-                return _result(tracker)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await asyncio.shield(drop_session(client, client_id))
-        raise
-    finally:
-        await stream.close()
+    async with client.follow(tracker.first_prompt, adopt=True) as follower:
+        try:
+            await client.queue_prompt(bench.prompt, client.client_id, tracker.first_prompt)
+            down = 0
+            while not tracker.done:
+                item = await follower.next()
+                if isinstance(item, Gap) and not item.reconnected:
+                    down += 1
+                    if down >= client.retries:
+                        raise BackendUnavailable(f"the websocket to {client.base_url} stays down")
+                elif isinstance(item, Gap):
+                    down = 0
+                    await _catch_up(client, follower, tracker)
+                elif isinstance(item, Event):
+                    step = tracker.handle(item)
+                    if step is not None and on_step is not None:
+                        await on_step(step)
+                    if item.type == "execution_success" and item.data.get("prompt_id") == tracker.first_prompt:
+                        await _learn_queued(client, follower, tracker)  # run 0 queued the others by now
+            return _result(tracker)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(drop_session(client, follower))
+            raise
 
 
 def _result(tracker: Tracker) -> BenchResult:
@@ -282,33 +281,22 @@ def _result(tracker: Tracker) -> BenchResult:
     return BenchResult(tracker.report, tracker.chart, list(tracker.started), failed)
 
 
-async def _reopen(client: ComfyClient, client_id: str, poll_interval: float, retries: int):
-    for attempt in range(retries):
-        await asyncio.sleep(poll_interval)  # back off from a backend that just dropped us
-        try:
-            return await client.events(client_id)
-        except BackendUnavailable:
-            if attempt == retries - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
-async def _learn_queued(client: ComfyClient, client_id: str, tracker: Tracker) -> set[str]:
+async def _learn_queued(client: ComfyClient, follower: Follower, tracker: Tracker) -> set[str]:
     """Note the session's prompts on the backend now; returns those still running or waiting."""
     state = await client.queue()
     waiting = [item.prompt_id for item in sorted(state.running + state.pending, key=lambda i: i.number)
-               if item.client_id == client_id]
+               if follower.owns(item)]
     for prompt_id in waiting:
         tracker.learn(prompt_id)
     return set(waiting)
 
 
-async def _catch_up(client: ComfyClient, client_id: str, tracker: Tracker) -> None:
+async def _catch_up(client: ComfyClient, follower: Follower, tracker: Tracker) -> None:
     """After a reconnect: what ended while we could not hear it (queue first, then history).
 
     Runs are taken in queue order, so a run that started and ended unheard keeps its index.
     """
-    waiting = await _learn_queued(client, client_id, tracker)
+    waiting = await _learn_queued(client, follower, tracker)
     for prompt_id in tracker.started + [p for p in tracker.queued if p not in tracker.started]:
         if prompt_id in waiting or prompt_id in tracker.ended:
             continue
@@ -331,14 +319,14 @@ async def _catch_up(client: ComfyClient, client_id: str, tracker: Tracker) -> No
                          "was down; if it finished, /compare shows its stored run")
 
 
-async def drop_session(client: ComfyClient, client_id: str) -> None:
+async def drop_session(client: ComfyClient, follower: Follower) -> None:
     """Delete the session's queued runs and interrupt its running one."""
     state = await client.queue()
-    pending = [item.prompt_id for item in state.pending if item.client_id == client_id]
+    pending = [item.prompt_id for item in state.pending if follower.owns(item)]
     if pending:
         await client.delete_queued(*pending)
     for item in state.running:
-        if item.client_id == client_id:
+        if follower.owns(item):
             await client.interrupt(item.prompt_id)
 
 

@@ -1,13 +1,17 @@
 """Async client for one ComfyUI backend over its HTTP/websocket API (shapes of v0.3.64).
 
 One method per endpoint, typed arguments, parsed replies; every failure is a
-``ComfyError`` (see ``errors.py``). ``run_prompt`` is a whole job: open the
-websocket, queue, follow the frames to the end (surviving drops), return outputs.
+``ComfyError`` (see ``errors.py``). ``run_prompt`` is a whole job: queue, follow
+the frames to the end (surviving drops), return outputs. A client keeps one
+``client_id`` and one websocket for all its prompts (``follow``): ComfyUI sends a
+prompt's frames only to the socket of the client that queued it, so one socket
+per backend carries them all, routed here by ``prompt_id``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -35,7 +39,7 @@ from .errors import (
 from ..logs import get_logger
 
 __all__ = ["BackendUnavailable", "ComfyClient", "ComfyError", "Device", "Event", "EventStream",
-           "ExecutionFailed", "FileRef", "HistoryEntry", "Interrupted", "Preview", "Problem", "Progress",
+           "ExecutionFailed", "FileRef", "Follower", "Gap", "HistoryEntry", "Interrupted", "Preview", "Problem", "Progress",
            "PromptLost", "PromptRejected", "PromptResult", "QueueItem", "QueueState", "RequestFailed",
            "SystemStats", "describe_error", "parse_preview"]
 
@@ -217,6 +221,51 @@ class EventStream:
                 return
 
 
+@dataclasses.dataclass(frozen=True)
+class Gap:
+    """Frames may have been missed: the websocket is down (``reconnected`` False) or was reopened."""
+
+    reconnected: bool
+
+
+_DROPPED = object()  # the reader's word to its followers that the socket went down
+
+
+class Follower:
+    """The frames of some prompts from the client's shared websocket; see ``ComfyClient.follow``."""
+
+    def __init__(self, client: ComfyClient, prompt_ids: tuple[str, ...], adopt: bool):
+        self.client_id = client.client_id
+        self.prompt_ids = set(prompt_ids)
+        self.adopt = adopt  # also takes frames of prompts nobody follows (those a Benchmark node queues)
+        self._client = client
+        self._frames: asyncio.Queue = asyncio.Queue()
+        self._down = False
+
+    def owns(self, item: QueueItem) -> bool:
+        """Whether a queue item is this follower's: one of its prompts, or (adopting) one of the
+        client's that no other follower has."""
+        if item.client_id != self.client_id:
+            return False
+        return item.prompt_id in self.prompt_ids or self.adopt and not any(
+            item.prompt_id in other.prompt_ids for other in self._client._followers)
+
+    async def next(self) -> Event | Preview | Gap:
+        """The next frame; a ``Gap`` every ``poll_interval`` while the socket is down and once it is back."""
+        while True:
+            try:
+                item = await asyncio.wait_for(self._frames.get(),
+                                              self._client._poll_interval if self._down else None)
+            except asyncio.TimeoutError:
+                return Gap(reconnected=False)
+            if item is _DROPPED:
+                self._down = True
+                continue
+            if isinstance(item, Gap):
+                self._down = False
+            return item
+
+
 ProgressCallback = Callable[[Progress], Awaitable[None] | None]
 PreviewCallback = Callable[[Preview], Awaitable[None] | None]
 
@@ -260,8 +309,9 @@ class ComfyClient:
     ``connector_factory`` to make it lazily inside the running loop, is owned by
     the client and closed by ``close()``. ``connect_timeout`` and ``read_timeout``
     bound each HTTP request; ``heartbeat`` pings the websocket to notice dead
-    peers. While a run's websocket is down, the client polls every
-    ``poll_interval`` seconds and gives up after ``retries`` failed looks in a row.
+    peers. While the websocket is down, it is reopened with backoff (from
+    ``poll_interval`` seconds up to eight times that), runs poll every
+    ``poll_interval`` seconds and give up after ``retries`` failed looks in a row.
     """
 
     def __init__(self, base_url: str, *, connector: aiohttp.BaseConnector | None = None,
@@ -280,6 +330,16 @@ class ComfyClient:
         self._poll_interval = poll_interval
         self._retries = retries
         self._session: aiohttp.ClientSession | None = None
+        self.client_id = uuid.uuid4().hex  # every prompt of this client is queued under it
+        self._followers: list[Follower] = []
+        self._stream: EventStream | None = None  # the shared websocket; None while down
+        self._reader: asyncio.Task | None = None  # routes its frames; runs while the socket is wanted
+        self._opening = asyncio.Lock()
+        self._executing: str | None = None  # the prompt running now, as the frames tell (for previews)
+
+    @property
+    def retries(self) -> int:
+        return self._retries
 
     async def __aenter__(self) -> ComfyClient:
         return self
@@ -288,7 +348,13 @@ class ComfyClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the session and its connector; the client is unusable afterwards."""
+        """Close the websocket, the session and its connector; the client is unusable afterwards."""
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self._stream is not None:
+            await self._stream.close()
         if self._session is not None:
             await self._session.close()
         elif self._connector is not None:
@@ -434,51 +500,117 @@ class ComfyClient:
             raise self._unreachable("websocket", exc) from exc
         return EventStream(ws)
 
+    # --- the shared websocket ----------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def follow(self, *prompt_ids: str, adopt: bool = False) -> AsyncIterator[Follower]:
+        """Follow ``prompt_ids`` (queue them with ``self.client_id``) on the shared websocket.
+
+        The socket opens on first use (BackendUnavailable if it cannot) and stays open; a
+        dropped one is reopened while anyone follows. Subscribe before queueing, so no frame
+        is missed.
+        """
+        follower = Follower(self, prompt_ids, adopt)
+        async with self._opening:
+            if self._reader is None or self._reader.done():
+                self._stream = await self.events(self.client_id)
+                self._reader = asyncio.create_task(self._read())
+        follower._down = self._stream is None
+        self._followers.append(follower)
+        try:
+            yield follower
+        finally:
+            self._followers.remove(follower)
+
+    async def _read(self) -> None:
+        """Route the socket's frames; reopen it when it drops while anyone follows."""
+        while True:
+            try:
+                async for item in self._stream:
+                    self._route(item)
+            except (*_UNREACHABLE, ValueError) as exc:
+                log.info("websocket to %s failed: %s", self.base_url, exc)
+            stream, self._stream, self._executing = self._stream, None, None
+            await stream.close()
+            if not self._followers:  # nobody waits: the next run opens it again
+                self._reader = None
+                return
+            log.warning("websocket to %s dropped while %d prompt(s) ran", self.base_url, len(self._followers))
+            for follower in self._followers:
+                follower._frames.put_nowait(_DROPPED)
+            delay = self._poll_interval
+            while self._stream is None:
+                await asyncio.sleep(delay)
+                if not self._followers:
+                    self._reader = None
+                    return
+                try:
+                    self._stream = await self.events(self.client_id)
+                except BackendUnavailable:
+                    delay = min(delay * 2, self._poll_interval * 8)
+            for follower in self._followers:
+                follower._frames.put_nowait(Gap(reconnected=True))
+
+    def _route(self, item: Event | Preview) -> None:
+        """Hand a frame to whoever follows its prompt: ``status`` to all, a preview to the
+        running prompt's follower, a frame of a prompt nobody follows to the adopting ones."""
+        if isinstance(item, Preview):
+            targets = self._owners(self._executing)
+        elif item.type == "status":
+            targets = self._followers
+        else:
+            prompt_id = item.data.get("prompt_id")
+            if item.type in ("execution_start", "executing") and item.data.get("node", "") is not None:
+                self._executing = prompt_id or self._executing
+            elif item.type in ("executing", "execution_success", "execution_error", "execution_interrupted"):
+                self._executing = None
+            targets = self._owners(prompt_id or self._executing)  # no prompt_id: the node a new socket is told
+        for follower in targets:
+            follower._frames.put_nowait(item)
+
+    def _owners(self, prompt_id: str | None) -> list[Follower]:
+        if prompt_id is None:
+            return []
+        return ([f for f in self._followers if prompt_id in f.prompt_ids]
+                or [f for f in self._followers if f.adopt])
+
     # --- a whole run -------------------------------------------------------------
 
     async def run_prompt(self, workflow: Mapping[str, Any], *, on_progress: ProgressCallback | None = None,
                          on_preview: PreviewCallback | None = None, prompt_id: str | None = None) -> PromptResult:
         """Queue ``workflow``, follow it to the end and return its outputs.
 
-        The websocket opens before queueing: ComfyUI sends ``executing``/``executed``
-        only to the queuing client. A dropped socket is reopened; while it cannot
-        be, ``/queue`` and ``/history`` are polled. Outputs come from ``executed``
-        frames, confirmed by ``/history``. It returns or raises once the prompt
-        has left the queue (its history is written). Cancelling this call leaves
-        the prompt on the backend: ``cancel(prompt_id)`` it.
+        The prompt is followed on the shared websocket before it is queued: ComfyUI
+        sends ``executing``/``executed`` only to the queuing client. While the socket
+        is down, ``/queue`` and ``/history`` are polled, and read once more when it
+        is back. Outputs come from ``executed`` frames, confirmed by ``/history``. It
+        returns or raises once the prompt has left the queue (its history is
+        written). Cancelling this call leaves the prompt on the backend:
+        ``cancel(prompt_id)`` it.
 
         :raises PromptRejected, ExecutionFailed, Interrupted, PromptLost, BackendUnavailable:
         """
         run = _Run(workflow, Progress(prompt_id or str(uuid.uuid4()), nodes_total=len(workflow)),
                    on_progress, on_preview)
-        client_id = uuid.uuid4().hex
-        stream: EventStream | None = await self.events(client_id)
-        try:
-            await self.queue_prompt(workflow, client_id, run.prompt_id)
+        async with self.follow(run.prompt_id) as follower:
+            await self.queue_prompt(workflow, self.client_id, run.prompt_id)
             failures = 0
             while True:
-                if stream is not None:
-                    if await self._follow(stream, run):
+                item = await follower.next()
+                if isinstance(item, Preview):
+                    await _call(run.on_preview, item)
+                elif isinstance(item, Event):
+                    if await self._on_event(run, item):
                         break
-                    await stream.close()
-                    stream = None
-                    log.warning("websocket to %s dropped while prompt %s ran", self.base_url, run.prompt_id)
-                await asyncio.sleep(self._poll_interval)
-                try:
-                    stream = await self.events(client_id)
-                except BackendUnavailable:
-                    pass
-                try:
-                    if await self._catch_up(run):
-                        break
-                    failures = 0
-                except BackendUnavailable:
-                    failures += 1
-                    if failures >= self._retries:
-                        raise
-        finally:
-            if stream is not None:
-                await stream.close()
+                else:  # frames may be lost: ask the backend
+                    try:
+                        if await self._catch_up(run):
+                            break
+                        failures = 0
+                    except BackendUnavailable:
+                        failures += 1
+                        if failures >= self._retries:
+                            raise
         if run.started_ms is not None and run.succeeded_ms is not None:
             # every frame of the run arrived: the outputs are complete without asking /history
             return PromptResult(run.prompt_id, run.outputs, run.succeeded_ms - run.started_ms)
@@ -487,15 +619,6 @@ class ComfyClient:
             return PromptResult(run.prompt_id, run.outputs, None)
         _raise_if_failed(entry)
         return PromptResult(run.prompt_id, {**run.outputs, **entry.outputs}, entry.execution_ms)
-
-    async def _follow(self, stream: EventStream, run: _Run) -> bool:
-        """Handle frames until the run ends (True) or the socket closes (False)."""
-        async for item in stream:
-            if isinstance(item, Preview):
-                await _call(run.on_preview, item)
-            elif await self._on_event(run, item):
-                return True
-        return False
 
     async def _on_event(self, run: _Run, event: Event) -> bool:
         """Apply one frame to the run; True when it has ended."""

@@ -129,10 +129,9 @@ async def fake():
 async def run(fake, standin, *, repeats=2, on_step=None, prompt_id=None, workflow=DEMO):
     install(fake, standin)
     made = bench.benchmark_prompt(workflow, name="demo", repeats=repeats)
-    async with ComfyClient(fake.url) as client:
+    async with ComfyClient(fake.url, poll_interval=0.02) as client:
         return await asyncio.wait_for(bench.run_session(client, made, warmup=bench.WARMUP, repeats=repeats,
-                                                        prompt_id=prompt_id, on_step=on_step,
-                                                        poll_interval=0.02), 30)
+                                                        prompt_id=prompt_id, on_step=on_step), 30)
 
 
 def our_prompts(fake) -> list[str]:
@@ -177,9 +176,8 @@ async def test_runs_that_end_while_the_websocket_is_down_are_read_back(fake):
     ended unheard: the runs learnt from /queue after run 0 are read from /history."""
     standin = install(fake, StandIn(stored_id=1, hold_after_run0=True))
     made = bench.benchmark_prompt(DEMO, name="demo", repeats=3)
-    async with ComfyClient(fake.url) as client:
-        task = asyncio.create_task(bench.run_session(client, made, warmup=1, repeats=3, poll_interval=0.01,
-                                                     retries=2000))
+    async with ComfyClient(fake.url, poll_interval=0.01, retries=2000) as client:
+        task = asyncio.create_task(bench.run_session(client, made, warmup=1, repeats=3))
         await fake_wait(lambda: queue_reads(fake) == 1, task)
         fake.refuse_websockets = True
         await fake.drop_websockets()
@@ -200,9 +198,8 @@ async def test_runs_after_a_reconnect_are_heard_live(fake):
     async def on_step(step):
         steps.append(step.run)
 
-    async with ComfyClient(fake.url) as client:
-        task = asyncio.create_task(bench.run_session(client, made, warmup=1, repeats=2, on_step=on_step,
-                                                     poll_interval=0.01))
+    async with ComfyClient(fake.url, poll_interval=0.01) as client:
+        task = asyncio.create_task(bench.run_session(client, made, warmup=1, repeats=2, on_step=on_step))
         await fake_wait(lambda: queue_reads(fake) == 1, task)
         await fake.drop_websockets()
         await fake_wait(lambda: websockets_opened(fake) == 2 and fake._sockets and queue_reads(fake) == 2, task)
@@ -227,6 +224,21 @@ async def test_leaving_early_deletes_the_queued_runs(fake):
         probe = {"probe": {"class_type": "PreviewAny", "inputs": {"source": "probe"}}}
         await asyncio.wait_for(client.run_prompt(probe), 10)
     assert standin.runs == [0]
+
+
+async def test_jobs_and_a_session_share_the_clients_one_websocket(fake):
+    """Prompt jobs before and after a session, on one client: the session follows the same socket and
+    leaves the jobs' prompts alone."""
+    standin = install(fake, StandIn(stored_id=1))
+    made = bench.benchmark_prompt(DEMO, name="demo", repeats=2)
+    async with ComfyClient(fake.url) as client:
+        before = await asyncio.wait_for(client.run_prompt({"p": {"class_type": "PreviewAny",
+                                                                 "inputs": {"source": "before"}}}), 10)
+        result = await asyncio.wait_for(bench.run_session(client, made, warmup=1, repeats=2), 30)
+        after = await asyncio.wait_for(client.run_prompt({"p": {"class_type": "PreviewAny",
+                                                                "inputs": {"source": "after"}}}), 10)
+    assert result.report == standin.report and before.prompt_id not in result.prompt_ids
+    assert after.outputs["p"]["text"] == ["after"] and websockets_opened(fake) == 1
 
 
 async def fake_wait(condition, task, timeout=10.0):

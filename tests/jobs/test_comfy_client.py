@@ -431,3 +431,63 @@ async def test_client_owns_its_connector(fake):
         await comfy.system_stats()
         await comfy.queue()
     assert len(made) == 1 and made[0].closed
+
+
+# --- one websocket per backend ----------------------------------------------------------------------
+
+def node_ids(workflow: dict, prefix: str) -> dict:
+    """``workflow`` with its node ids (and links) renamed ``prefix + id``."""
+    def rename(value):
+        return [prefix + value[0], value[1]] if isinstance(value, list) else value
+
+    return {prefix + node: {**spec, "inputs": {k: rename(v) for k, v in spec["inputs"].items()}}
+            for node, spec in workflow.items()}
+
+
+async def test_many_runs_share_one_websocket(client, fake):
+    """Five runs, two after each other and three at once, through one client: one socket."""
+    colors = random.sample(range(1 << 24), 5)
+    first = [await client.run_prompt(invert_workflow(color)) for color in colors[:2]]
+    rest = await asyncio.wait_for(asyncio.gather(*(client.run_prompt(invert_workflow(color))
+                                                   for color in colors[2:])), 120)
+    results = first + list(rest)
+    assert len({r.prompt_id for r in results}) == 5 and all(len(r.files) == 1 for r in results)
+    assert len({r.files[0].filename for r in results}) == 5
+    if client.base_url == fake.url:
+        assert websocket_opens(fake) == 1
+
+
+async def test_concurrent_runs_get_only_their_own_frames(client, fake):
+    fake.previews = True
+    seen = {"a": [], "b": []}
+    previews = {"a": [], "b": []}
+    runs = [client.run_prompt(node_ids(invert_workflow(random.randrange(1 << 24)), tag),
+                              on_progress=seen[tag].append, on_preview=previews[tag].append) for tag in seen]
+    await asyncio.wait_for(asyncio.gather(*runs), 120)
+    for tag, progress in seen.items():
+        nodes = list(dict.fromkeys(p.node for p in progress if p.node))
+        assert nodes == [f"{tag}1", f"{tag}2", f"{tag}3"]
+        assert len({p.prompt_id for p in progress}) == 1
+        if client.base_url == fake.url:
+            assert [(p.value, p.max) for p in progress if p.value] == [(1, 3), (2, 3), (3, 3)]
+            assert len(previews[tag]) == 3
+
+
+async def test_a_drop_reopens_the_one_socket_for_every_run(fake, fake_client):
+    """Two runs wait on the socket when it drops (one running, one queued): one reopen serves both."""
+    fake.pause()
+    first = asyncio.create_task(mid_run(fake, fake_client, fake.drop_websockets))
+    await until(lambda: len(fake._queue) == 1, first)
+    second = asyncio.create_task(fake_client.run_prompt(invert_workflow(random.randrange(1 << 24))))
+    await until(lambda: len(fake._queue) == 2, second)
+    fake.resume()
+    assert (await asyncio.wait_for(first, 10)).files and (await asyncio.wait_for(second, 10)).files
+    assert websocket_opens(fake) == 2
+
+
+async def until(condition, task, timeout=10.0):
+    """Wait until ``condition()`` holds, checking after every step of the loop; fail if ``task`` ended."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            assert not task.done(), task
+            await asyncio.sleep(0)
