@@ -10,10 +10,11 @@ The Benchmark node queues the other runs itself (see ``gpu/session.py``), under 
 ``client_id`` of the prompt that started it: the client's, so ComfyUI sends the frames of every
 run of the session to the client's shared websocket (``execution_start``/``executed``/
 ``execution_success`` go to the queuing client only). The runner follows its first prompt there
-and adopts the prompts no other run of the client follows: the session's other runs. The report run's ``executed`` frames carry the report text and the chart.
-The node stores the run in its Courier's database; when that is the bot's database (one
-process, or backends sharing ``COURIER_DATABASE_URL``), the stored row is checked to be this
-session's (its prompt ids are runs we saw) and linked in the reply.
+and adopts the prompts no other run of the client follows: the session's other runs. The report
+run's ``executed`` frames carry the report text and the chart. The node stores the run in its
+Courier's database; when that is the bot's database (one process, or backends sharing
+``COURIER_DATABASE_URL``), the stored row is checked to be this session's (its prompt ids are
+runs we saw) and linked in the reply.
 """
 
 from __future__ import annotations

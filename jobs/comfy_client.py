@@ -39,8 +39,8 @@ from .errors import (
 from ..logs import get_logger
 
 __all__ = ["BackendUnavailable", "ComfyClient", "ComfyError", "Device", "Event", "EventStream",
-           "ExecutionFailed", "FileRef", "Follower", "Gap", "HistoryEntry", "Interrupted", "Preview", "Problem", "Progress",
-           "PromptLost", "PromptRejected", "PromptResult", "QueueItem", "QueueState", "RequestFailed",
+           "ExecutionFailed", "FileRef", "Follower", "Gap", "HistoryEntry", "Interrupted", "Preview", "Problem",
+           "Progress", "PromptLost", "PromptRejected", "PromptResult", "QueueItem", "QueueState", "RequestFailed",
            "SystemStats", "describe_error", "parse_preview"]
 
 log = get_logger("backend")
