@@ -241,6 +241,25 @@ async def test_jobs_and_a_session_share_the_clients_one_websocket(fake):
     assert after.outputs["p"]["text"] == ["after"] and websockets_opened(fake) == 1
 
 
+async def test_leaving_early_leaves_the_other_prompts_of_the_client_queued(fake):
+    """The session's runs and a job's prompt share the client's client_id: only the session's go."""
+    standin = install(fake, StandIn(hold_after_run0=True))
+    made = bench.benchmark_prompt(DEMO, name="demo", repeats=3)
+    async with ComfyClient(fake.url) as client:
+        session = asyncio.create_task(bench.run_session(client, made, warmup=1, repeats=3))
+        await fake_wait(lambda: standin.runs == [0] and len(fake._queue) == 4, session)
+        probe = {"p": {"class_type": "PreviewAny", "inputs": {"source": "job"}}}
+        job = asyncio.create_task(client.run_prompt(probe))
+        await fake_wait(lambda: len(fake._queue) == 5, job)
+        session.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await session
+        assert [item[1] for item in fake._queue] == [fake.prompts[-1]["prompt_id"]]
+        fake.resume()
+        result = await asyncio.wait_for(job, 10)
+    assert result.outputs["p"]["text"] == ["job"] and standin.runs == [0]
+
+
 async def fake_wait(condition, task, timeout=10.0):
     """Wait until ``condition()`` holds, checking after every step of the loop; fail if ``task`` ended."""
     async with asyncio.timeout(timeout):
