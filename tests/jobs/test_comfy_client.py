@@ -485,6 +485,23 @@ async def test_a_drop_reopens_the_one_socket_for_every_run(fake, fake_client):
     assert websocket_opens(fake) == 2
 
 
+async def test_a_run_queued_while_the_socket_is_down_polls_then_hears_it_again(fake, fake_client):
+    fake.pause()
+    first = asyncio.create_task(fake_client.run_prompt(invert_workflow(random.randrange(1 << 24))))
+    await until(lambda: len(fake._queue) == 1, first)
+    fake.refuse_websockets = True
+    await fake.drop_websockets()
+    second = asyncio.create_task(fake_client.run_prompt(invert_workflow(random.randrange(1 << 24))))
+    await until(lambda: len(fake._queue) == 2, second)
+    polled = sum(1 for r in fake.requests if r.path == "/queue")
+    await until(lambda: sum(1 for r in fake.requests if r.path == "/queue") > polled + 2, second)
+    fake.refuse_websockets = False
+    await until(lambda: fake._sockets, second)
+    fake.resume()
+    assert (await asyncio.wait_for(first, 10)).files and (await asyncio.wait_for(second, 10)).files
+    assert len(fake._sockets) == 1
+
+
 async def until(condition, task, timeout=10.0):
     """Wait until ``condition()`` holds, checking after every step of the loop; fail if ``task`` ended."""
     async with asyncio.timeout(timeout):
