@@ -29,7 +29,6 @@ from ..store import commands, jobs, sessions
 from . import admin
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
-from .progress import STATUS
 
 log = get_logger("bot")
 
@@ -188,19 +187,15 @@ async def run_command(update: Update, context: CourierContext) -> None:
     username, first_name, language = profile(user)
 
     async def post_status(position: int) -> int:
-        return (await context.bot.send_message(
-            message.chat_id, context.t(update, "queued", name=request.name, position=position),
-            reply_to_message_id=message.message_id, allow_sending_without_reply=True, rate_limit_args=STATUS)
-        ).message_id
+        return (await message.reply_text(context.t(update, "queued", name=request.name, position=position))
+                ).message_id
 
-    job_id = await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
-                          params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
-                                  "language": language, "workflow": command.workflow},  # runs as it was when queued
-                          profile=(username, first_name, language),
-                          reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-                          refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
-    if job_id is not None:
-        context.announce(update, job_id, post_status)
+    await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
+                 params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
+                         "language": language, "workflow": command.workflow},  # runs as it was when queued
+                 post_status=post_status, profile=(username, first_name, language),
+                 reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
+                 refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
 
 
 async def hint(update: Update, context: CourierContext) -> None:

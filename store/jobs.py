@@ -65,23 +65,12 @@ async def enqueue(db: Db, *, user_id: int, chat_id: int, command: str, params: d
                   reply_to_message_id: int | None = None) -> Enqueued:
     """Queue a job (creating the user row if needed) and wake the dispatchers."""
     async with acquire(db) as conn, conn.transaction():
-        job_id = await add_job(conn, user_id=user_id, chat_id=chat_id, command=command, params=params,
-                               max_attempts=max_attempts, status_message_id=status_message_id,
-                               reply_to_message_id=reply_to_message_id)
+        await conn.execute(query("ensure_user"), user_id)
+        job_id = await conn.fetchval(query("enqueue_job"), user_id, chat_id, command, params,
+                                     max_attempts, status_message_id, reply_to_message_id)
+        await conn.execute(query("notify_jobs"), str(job_id))
         position = await conn.fetchval(query("queue_position"), job_id)
     return Enqueued(job_id, position)
-
-
-async def add_job(conn: asyncpg.Connection, *, user_id: int, chat_id: int, command: str, params: dict[str, Any],
-                  max_attempts: int = 3, status_message_id: int | None = None,
-                  reply_to_message_id: int | None = None) -> int:
-    """``enqueue`` in the caller's transaction, without the queue position (a scan of the queue);
-    the dispatchers wake when it commits."""
-    await conn.execute(query("ensure_user"), user_id)
-    job_id = await conn.fetchval(query("enqueue_job"), user_id, chat_id, command, params,
-                                 max_attempts, status_message_id, reply_to_message_id)
-    await conn.execute(query("notify_jobs"), str(job_id))
-    return job_id
 
 
 async def queue_position(db: Db, job_id: int) -> int | None:
@@ -109,14 +98,10 @@ async def set_progress(db: Db, job_id: int, progress: dict[str, Any]) -> bool:
         return await conn.fetchval(query("set_progress"), job_id, progress) is not None
 
 
-async def adopt_status_message(db: Db, job_id: int, message_id: int) -> int | None:
-    """Make ``message_id`` the job's status message unless it has one; returns the one it has.
-
-    Whoever comes first (the "Queued" reply or the dispatcher's progress message) wins; the
-    loser's message is redundant. None if there is no such job.
-    """
+async def set_status_message(db: Db, job_id: int, message_id: int) -> bool:
+    """Remember the chat message that shows this job's status."""
     async with acquire(db) as conn:
-        return await conn.fetchval(query("adopt_status_message"), job_id, message_id)
+        return await conn.fetchval(query("set_status_message"), job_id, message_id) is not None
 
 
 async def succeed(db: Db, job_id: int, result: dict[str, Any], *, worker: str | None = None) -> bool:
@@ -150,12 +135,6 @@ async def cancel_job(db: Db, job_id: int, *, reason: str | None = None) -> bool:
     """Cancel one queued or running job; False if it had already ended."""
     async with acquire(db) as conn:
         return await conn.fetchval(query("cancel_job"), job_id, reason) is not None
-
-
-async def withdraw(db: Db, job_id: int, reason: str) -> bool:
-    """Cancel a job that is still queued; False if it has started (or ended)."""
-    async with acquire(db) as conn:
-        return await conn.fetchval(query("withdraw_job"), job_id, reason) is not None
 
 
 async def cancel_user_jobs(db: Db, user_id: int) -> Cancelled:
