@@ -4,20 +4,26 @@ Telegram allows roughly one message edit per second per chat before answering
 429; progress frames arrive far faster, so we keep only the newest text and
 send it when the chat's interval has passed. The last edit is never dropped.
 Edits run in the background: a slow Bot API never holds up the job itself.
+A job whose "Queued" reply has not gone out yet has no status message: the first text
+posts one, and it becomes the job's unless the late "Queued" got recorded first (then
+ours is deleted and theirs edited). A message id of None is never edited.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import contextlib
 from typing import Awaitable, Callable
 
+from telegram import Bot
 from telegram.error import BadRequest, TelegramError
 from ..logs import get_logger
 
 log = get_logger("progress")
 
-EditFn = Callable[[str], Awaitable[object]]
+AdoptFn = Callable[[int], Awaitable[int | None]]
+"""Records a newly posted status message unless the job has one; returns the job's."""
 
 
 class ChatThrottle:
@@ -37,9 +43,13 @@ class ChatThrottle:
 
 
 class ProgressMessage:
-    def __init__(self, chat_id: int, edit: EditFn, throttle: ChatThrottle):
+    def __init__(self, bot: Bot, chat_id: int, message_id: int | None, throttle: ChatThrottle, *,
+                 reply_to: int | None = None, adopt: AdoptFn | None = None):
+        self.bot = bot
         self.chat_id = chat_id
-        self._edit = edit
+        self.message_id = message_id
+        self._reply_to = reply_to
+        self._adopt = adopt
         self._throttle = throttle
         self._shown = ""
         self._pending: asyncio.Task | None = None
@@ -60,9 +70,23 @@ class ProgressMessage:
 
     async def _show(self, text: str) -> None:
         try:
-            await self._edit(text)
+            if self.message_id is None:
+                await self._post(text)
+            else:
+                await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=self.message_id)
             self._shown = text
         except BadRequest as exc:  # e.g. the user deleted the message: progress is best effort
             log.info("progress edit in chat %s skipped: %s", self.chat_id, exc)
         except TelegramError as exc:
             log.warning("progress edit in chat %s failed: %s", self.chat_id, exc)
+
+    async def _post(self, text: str) -> None:
+        """Post the status message; if the job got one meanwhile, use that one instead."""
+        sent = await self.bot.send_message(self.chat_id, text, reply_to_message_id=self._reply_to,
+                                           allow_sending_without_reply=True)
+        adopted = await self._adopt(sent.message_id) if self._adopt is not None else None
+        self.message_id = adopted or sent.message_id
+        if self.message_id != sent.message_id:
+            with contextlib.suppress(TelegramError):
+                await self.bot.delete_message(self.chat_id, sent.message_id)
+            await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=self.message_id)

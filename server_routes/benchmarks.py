@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from aiohttp import web
 
 from ..gpu.storage import load_runs
@@ -60,7 +62,8 @@ async def run_benchmark(request: web.Request) -> web.Response:
 
     try:
         queued = await submit(pool, user_id=chat_id, chat_id=chat_id, command="bench", params=params,
-                              post_status=post_status)
+                              post_status=post_status,
+                              delete_status=functools.partial(courier.sink.delete_message, chat_id))
     except DeliveryFailed as exc:  # the transaction is rolled back: nothing queued
         raise ApiError(502, "telegram_error", f"cannot message chat {chat_id}: {exc}") from None
     return json_response({"job_id": queued.job_id, "position": queued.position}, status=202)

@@ -98,10 +98,14 @@ async def set_progress(db: Db, job_id: int, progress: dict[str, Any]) -> bool:
         return await conn.fetchval(query("set_progress"), job_id, progress) is not None
 
 
-async def set_status_message(db: Db, job_id: int, message_id: int) -> bool:
-    """Remember the chat message that shows this job's status."""
+async def adopt_status_message(db: Db, job_id: int, message_id: int) -> int | None:
+    """Make ``message_id`` the job's status message unless it has one; returns the one it has.
+
+    Whoever comes first (the "Queued" reply or the dispatcher's progress message) wins; the
+    loser's message is redundant. None if there is no such job.
+    """
     async with acquire(db) as conn:
-        return await conn.fetchval(query("set_status_message"), job_id, message_id) is not None
+        return await conn.fetchval(query("adopt_status_message"), job_id, message_id)
 
 
 async def succeed(db: Db, job_id: int, result: dict[str, Any], *, worker: str | None = None) -> bool:

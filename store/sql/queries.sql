@@ -127,8 +127,11 @@ RETURNING id;
 -- set_progress --
 UPDATE courier_jobs SET progress = $2 WHERE id = $1 AND status = 'running' RETURNING id;
 
--- set_status_message --
-UPDATE courier_jobs SET status_message_id = $2 WHERE id = $1 RETURNING id;
+-- adopt_status_message --
+-- Makes message $2 the status message of job $1 unless it has one already (the bot's "Queued"
+-- reply and the dispatcher's first progress message race for it); returns the one that is.
+UPDATE courier_jobs SET status_message_id = COALESCE(status_message_id, $2) WHERE id = $1
+RETURNING status_message_id;
 
 -- finish_job --
 -- Ends a running job as $2 (succeeded or failed); only worker $5 may, unless $5 is NULL.

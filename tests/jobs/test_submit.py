@@ -1,4 +1,4 @@
-"""Submitting a job (jobs/submit.py) on real PostgreSQL: the cap, the status reply, the rollback."""
+"""Submitting a job (jobs/submit.py) on real PostgreSQL: the cap, commit before the reply, the status message."""
 
 import asyncio
 
@@ -14,16 +14,23 @@ USER, CHAT = 4242, 4242
 class Chat:
     """Records the status replies and refusals; message ids count from 100."""
 
-    def __init__(self, fail: bool = False):
+    def __init__(self, fail: bool = False, gate: asyncio.Event | None = None):
         self.fail = fail
+        self.gate = gate  # the reply waits for it, as behind Telegram's rate limit
         self.posted: list[int] = []  # positions
         self.refused: list[int] = []  # counts
+        self.deleted: list[int] = []  # message ids
 
     async def post_status(self, position: int) -> int:
+        if self.gate is not None:
+            await self.gate.wait()
         if self.fail:
             raise DeliveryFailed("Forbidden: bot was blocked by the user")
         self.posted.append(position)
         return 99 + len(self.posted)
+
+    async def delete_status(self, message_id: int) -> None:
+        self.deleted.append(message_id)
 
     async def refuse(self, count: int) -> None:
         self.refused.append(count)
@@ -31,7 +38,7 @@ class Chat:
 
 async def submit_one(store, chat: Chat, max_active: int | None = 2, **kw):
     return await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={"prompt": "a cat"},
-                        post_status=chat.post_status, refuse=chat.refuse, max_active=max_active, **kw)
+                        post_status=chat.post_status, delete_status=chat.delete_status, refuse=chat.refuse, max_active=max_active, **kw)
 
 
 async def test_a_submitted_job_has_its_status_message_and_the_users_profile(store):
@@ -59,10 +66,49 @@ async def test_without_a_cap_every_job_is_queued(store):
     assert (chat.posted, chat.refused) == ([1, 2, 3], [])
 
 
-async def test_a_status_reply_that_fails_queues_nothing(store):
+async def test_a_status_reply_that_fails_cancels_the_job(store):
     with pytest.raises(DeliveryFailed):
         await submit_one(store, Chat(fail=True))
     assert await jobs.list_queue(store.pool) == []
+
+
+@pytest.mark.timeout(60)
+async def test_the_job_is_committed_and_claimable_while_its_reply_waits(store):
+    """The reply waits (Telegram's rate limit) holding no lock: the job can be claimed, and the
+    same user's next command is counted meanwhile."""
+    chat = Chat(gate=asyncio.Event())
+    first = asyncio.create_task(submit_one(store, chat, max_active=1))
+    claimed = await asyncio.wait_for(_claim_when_committed(store), 10)
+    assert (claimed.status, claimed.status_message_id) == ("running", None)
+    assert await asyncio.wait_for(submit_one(store, Chat(), max_active=1), 10) is None  # the cap still holds
+    chat.gate.set()
+    assert (await first).job_id == claimed.id
+    assert (await jobs.get_job(store.pool, claimed.id)).status_message_id == 100
+
+
+@pytest.mark.timeout(60)
+async def test_a_late_queued_reply_is_deleted_when_the_dispatcher_posted_first(store):
+    chat = Chat(gate=asyncio.Event())
+    submitting = asyncio.create_task(submit_one(store, chat))
+    claimed = await asyncio.wait_for(_claim_when_committed(store), 10)
+    assert await jobs.adopt_status_message(store.pool, claimed.id, 555) == 555  # the dispatcher's "Rendering"
+    chat.gate.set()
+    await submitting
+    assert (chat.posted, chat.deleted) == ([1], [100])
+    assert (await jobs.get_job(store.pool, claimed.id)).status_message_id == 555
+
+
+async def _claim_when_committed(store):
+    """Claims the job as a dispatcher would, as soon as it is committed (a NOTIFY wakes us)."""
+    woken = asyncio.Event()
+    listener = await store.listen_jobs(woken.set)
+    try:
+        while (job := await jobs.claim(store.pool, "w", 60)) is None:
+            await woken.wait()
+            woken.clear()
+        return job
+    finally:
+        await listener.close()
 
 
 @pytest.mark.timeout(60)

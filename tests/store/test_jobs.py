@@ -107,7 +107,8 @@ async def test_progress_then_success(store):
     assert not await jobs.set_progress(store.pool, job_id, {"value": 1})  # not running yet
     await jobs.claim(store.pool, "w", 60, backend="http://127.0.0.1:8188")
     assert await jobs.set_progress(store.pool, job_id, {"value": 3, "max": 20})
-    assert await jobs.set_status_message(store.pool, job_id, 77)
+    assert await jobs.adopt_status_message(store.pool, job_id, 77) == 77
+    assert await jobs.adopt_status_message(store.pool, job_id, 78) == 77  # the first one stays
     assert not await jobs.succeed(store.pool, job_id, {"x": 1}, worker="someone-else")
     assert await jobs.succeed(store.pool, job_id, {"outputs": [{"file_id": "f"}]}, worker="w")
     job = await jobs.get_job(store.pool, job_id)
