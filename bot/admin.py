@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import html
 import re
 
@@ -24,7 +23,6 @@ from ..jobs.workflow import WorkflowError
 from ..store import commands
 from .context import CourierContext
 from .parsing import parse_command, profile
-from .sink import delete_message
 
 ADMIN_COMMANDS = ("bench", "compare")
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
@@ -94,11 +92,12 @@ async def bench(update: Update, context: CourierContext) -> None:
         return (await message.reply_text(context.t(update, "bench_queued", name=name, warmup=params["warmup"],
                                                    repeats=repeats, position=position))).message_id
 
-    await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command="bench", params=params,
-                 post_status=post_status, delete_status=functools.partial(delete_message, context.bot, message.chat_id),
-                 profile=(username, first_name, language),
-                 reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-                 refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
+    job_id = await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command="bench", params=params,
+                          profile=(username, first_name, language),
+                          reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
+                          refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
+    if job_id is not None:
+        context.announce(update, job_id, post_status)
 
 
 async def compare(update: Update, context: CourierContext) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from ..config import Settings
 from .. import i18n
+from ..jobs.submit import announce
+from .sink import delete_message
 
 
 @dataclasses.dataclass
@@ -36,3 +39,11 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
         user = update.effective_user if update is not None else None
         language = i18n.pick_language(user.language_code if user else None, self.settings.language)
         return i18n.text(language, key, **params)
+
+    def announce(self, update, job_id: int, post_status) -> None:
+        """Send a committed job's "Queued" reply in a task of its own: waiting for Telegram's rate
+        limit holds none of the bot's concurrent-update slots (errors reach the error handler)."""
+        chat_id = update.effective_chat.id
+        self.application.create_task(
+            announce(self.pool, job_id, post_status, functools.partial(delete_message, self.bot, chat_id)),
+            update=update, name=f"courier-queued-{job_id}")

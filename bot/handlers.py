@@ -29,7 +29,6 @@ from ..store import commands, jobs, sessions
 from . import admin
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
-from .sink import delete_message
 
 log = get_logger("bot")
 
@@ -191,13 +190,14 @@ async def run_command(update: Update, context: CourierContext) -> None:
         return (await message.reply_text(context.t(update, "queued", name=request.name, position=position))
                 ).message_id
 
-    await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
-                 params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
-                         "language": language, "workflow": command.workflow},  # runs as it was when queued
-                 post_status=post_status, delete_status=functools.partial(delete_message, context.bot, message.chat_id),
-                 profile=(username, first_name, language),
-                 reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-                 refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
+    job_id = await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
+                          params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
+                                  "language": language, "workflow": command.workflow},  # runs as it was when queued
+                          profile=(username, first_name, language),
+                          reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
+                          refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
+    if job_id is not None:
+        context.announce(update, job_id, post_status)
 
 
 async def hint(update: Update, context: CourierContext) -> None:

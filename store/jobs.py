@@ -65,12 +65,23 @@ async def enqueue(db: Db, *, user_id: int, chat_id: int, command: str, params: d
                   reply_to_message_id: int | None = None) -> Enqueued:
     """Queue a job (creating the user row if needed) and wake the dispatchers."""
     async with acquire(db) as conn, conn.transaction():
-        await conn.execute(query("ensure_user"), user_id)
-        job_id = await conn.fetchval(query("enqueue_job"), user_id, chat_id, command, params,
-                                     max_attempts, status_message_id, reply_to_message_id)
-        await conn.execute(query("notify_jobs"), str(job_id))
+        job_id = await add_job(conn, user_id=user_id, chat_id=chat_id, command=command, params=params,
+                               max_attempts=max_attempts, status_message_id=status_message_id,
+                               reply_to_message_id=reply_to_message_id)
         position = await conn.fetchval(query("queue_position"), job_id)
     return Enqueued(job_id, position)
+
+
+async def add_job(conn: asyncpg.Connection, *, user_id: int, chat_id: int, command: str, params: dict[str, Any],
+                  max_attempts: int = 3, status_message_id: int | None = None,
+                  reply_to_message_id: int | None = None) -> int:
+    """``enqueue`` in the caller's transaction, without the queue position (a scan of the queue);
+    the dispatchers wake when it commits."""
+    await conn.execute(query("ensure_user"), user_id)
+    job_id = await conn.fetchval(query("enqueue_job"), user_id, chat_id, command, params,
+                                 max_attempts, status_message_id, reply_to_message_id)
+    await conn.execute(query("notify_jobs"), str(job_id))
+    return job_id
 
 
 async def queue_position(db: Db, job_id: int) -> int | None:

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from comfyui_courier.jobs.ports import DeliveryFailed
-from comfyui_courier.jobs.submit import submit
+from comfyui_courier.jobs.submit import announce, submit
 from comfyui_courier.store import jobs, users
 
 USER, CHAT = 4242, 4242
@@ -17,11 +17,13 @@ class Chat:
     def __init__(self, fail: bool = False, gate: asyncio.Event | None = None):
         self.fail = fail
         self.gate = gate  # the reply waits for it, as behind Telegram's rate limit
+        self.sending = asyncio.Event()  # a reply is on its way
         self.posted: list[int] = []  # positions
         self.refused: list[int] = []  # counts
         self.deleted: list[int] = []  # message ids
 
     async def post_status(self, position: int) -> int:
+        self.sending.set()
         if self.gate is not None:
             await self.gate.wait()
         if self.fail:
@@ -37,15 +39,19 @@ class Chat:
 
 
 async def submit_one(store, chat: Chat, max_active: int | None = 2, **kw):
-    return await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={"prompt": "a cat"},
-                        post_status=chat.post_status, delete_status=chat.delete_status, refuse=chat.refuse, max_active=max_active, **kw)
+    """Submit, then announce, as the bot does (there in a task of its own)."""
+    job_id = await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={"prompt": "a cat"},
+                          refuse=chat.refuse, max_active=max_active, **kw)
+    if job_id is not None:
+        await announce(store.pool, job_id, chat.post_status, chat.delete_status)
+    return job_id
 
 
 async def test_a_submitted_job_has_its_status_message_and_the_users_profile(store):
     chat = Chat()
-    queued = await submit_one(store, chat, profile=("ann", "Ann", "de"), reply_to_message_id=7)
-    job = await jobs.get_job(store.pool, queued.job_id)
-    assert (queued.position, chat.posted) == (1, [1])
+    job_id = await submit_one(store, chat, profile=("ann", "Ann", "de"), reply_to_message_id=7)
+    job = await jobs.get_job(store.pool, job_id)
+    assert chat.posted == [1]
     assert (job.status, job.status_message_id, job.reply_to_message_id, job.command) == ("queued", 100, 7, "demo")
     user = await users.get_user(store.pool, USER)
     assert (user.username, user.first_name, user.language_code) == ("ann", "Ann", "de")
@@ -78,19 +84,22 @@ async def test_the_job_is_committed_and_claimable_while_its_reply_waits(store):
     same user's next command is counted meanwhile."""
     chat = Chat(gate=asyncio.Event())
     first = asyncio.create_task(submit_one(store, chat, max_active=1))
-    claimed = await asyncio.wait_for(_claim_when_committed(store), 10)
-    assert (claimed.status, claimed.status_message_id) == ("running", None)
+    await asyncio.wait_for(chat.sending.wait(), 10)
+    claimed = await jobs.claim(store.pool, "w", 60)
+    assert claimed is not None and (claimed.status, claimed.status_message_id) == ("running", None)
     assert await asyncio.wait_for(submit_one(store, Chat(), max_active=1), 10) is None  # the cap still holds
     chat.gate.set()
-    assert (await first).job_id == claimed.id
+    assert await first == claimed.id
     assert (await jobs.get_job(store.pool, claimed.id)).status_message_id == 100
 
 
 @pytest.mark.timeout(60)
-async def test_a_late_queued_reply_is_deleted_when_the_dispatcher_posted_first(store):
+async def test_a_queued_reply_in_flight_is_deleted_when_the_dispatcher_posted_first(store):
     chat = Chat(gate=asyncio.Event())
     submitting = asyncio.create_task(submit_one(store, chat))
-    claimed = await asyncio.wait_for(_claim_when_committed(store), 10)
+    await asyncio.wait_for(chat.sending.wait(), 10)
+    claimed = await jobs.claim(store.pool, "w", 60)
+    assert claimed is not None
     assert await jobs.adopt_status_message(store.pool, claimed.id, 555) == 555  # the dispatcher's "Rendering"
     chat.gate.set()
     await submitting
@@ -98,25 +107,9 @@ async def test_a_late_queued_reply_is_deleted_when_the_dispatcher_posted_first(s
     assert (await jobs.get_job(store.pool, claimed.id)).status_message_id == 555
 
 
-async def _claim_when_committed(store):
-    """Claims the job as a dispatcher would, as soon as it is committed (a NOTIFY wakes us)."""
-    woken = asyncio.Event()
-    listener = await store.listen_jobs(woken.set)
-    try:
-        while (job := await jobs.claim(store.pool, "w", 60)) is None:
-            await woken.wait()
-            woken.clear()
-        return job
-    finally:
-        await listener.close()
-
-
-@pytest.mark.timeout(60)
-async def test_the_cap_holds_when_one_user_floods(store):
-    """Concurrent submissions of one user queue one at a time (the user row's lock), so no more
-    than the cap get in."""
+async def test_no_queued_reply_for_a_job_that_started_before_it(store):
     chat = Chat()
-    results = await asyncio.gather(*(submit_one(store, chat, max_active=3) for _ in range(12)))
-    assert sum(r is not None for r in results) == 3
-    assert len(await jobs.list_queue(store.pool, user_id=USER)) == 3
-    assert sorted(chat.refused) == [3] * 9
+    job_id = await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={})
+    assert (await jobs.claim(store.pool, "w", 60)).id == job_id
+    assert await announce(store.pool, job_id, chat.post_status, chat.delete_status) is None
+    assert (chat.posted, chat.deleted) == ([], [])

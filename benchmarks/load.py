@@ -1,0 +1,115 @@
+"""Ingest under load: Telegram updates → job rows committed, with the replies left to drain.
+
+Runs the real bot (python-telegram-bot against the Bot API emulator) on an embedded
+PostgreSQL with no ComfyUI backend configured, so the dispatcher claims nothing and the
+figures are ingest alone. ``--chats`` simulated chats send ``--commands`` ``/demo``
+commands in one burst (the per-user cap raised for the run). A job row counts as committed
+when its NOTIFY (sent at commit) reaches a listener of ours.
+
+- ``ingest_updates_per_s``: job rows committed ÷ (last commit − first command injected)
+- ``enqueue_p99_ms``: command injected into the emulator → its job row committed, p99
+- ``lost_jobs``: commands without a job row
+
+    python benchmarks/load.py [--chats 1000] [--commands 5000] [--budget 900]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import Deadline, figure, load_pack, load_runner, note
+
+INGEST_RATE_GUESS = 20.0
+"""Commands per second assumed when sizing a run to the budget (today's rate, pessimistic)."""
+DRAIN_RATE = 30.0
+"""Replies per second once ingest is done: AIORateLimiter's overall limit, paid on the way out."""
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
+    load_pack()
+    from comfyui_courier.config import load_settings
+    from comfyui_courier.emulator.botapi import BotApiEmulator
+    from comfyui_courier.runtime import Courier
+    from comfyui_courier.store.jobs import CHANNEL
+
+    per_chat = -(-commands // chats)
+    data_dir = Path(tempfile.mkdtemp(prefix="courier-load-"))
+    async with BotApiEmulator() as emulator:
+        bot = emulator.add_bot()
+        settings = load_settings(None, {"TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
+                                        "COURIER_MAX_JOBS_PER_USER": str(per_chat)})
+        courier = Courier(settings, data_dir, None)  # no backend: the dispatcher runs nothing
+        await courier.start()
+        await courier.booted()
+        if courier.health.state("bot") != "ok":
+            sys.exit(f"Courier did not start: {courier.health_report()}")
+        committed: dict[int, float] = {}
+        try:
+            async with courier.store.pool.acquire() as listener:
+                await listener.add_listener(
+                    CHANNEL, lambda _c, _p, _ch, payload: committed.setdefault(int(payload), time.perf_counter()))
+                injected: list[float] = []
+                for index in range(commands):
+                    injected.append(time.perf_counter())
+                    bot.inject_text(1_000_000 + index % chats, f"/demo load {index}")
+                    if index % 100 == 99:
+                        await asyncio.sleep(0)  # let the bot poll meanwhile, as a real burst would
+                with_time = max(5.0, deadline.remaining() - commands / DRAIN_RATE - 30)
+                await emulator.wait_for(lambda: len(committed) >= commands, timeout=with_time)
+                await asyncio.sleep(0.5)  # NOTIFYs already on the wire
+            async with courier.store.pool.acquire() as conn:
+                rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
+        except TimeoutError:
+            note(f"only {len(committed)} of {commands} jobs committed in time")
+            async with courier.store.pool.acquire() as conn:
+                rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
+        finally:
+            note("ingest measured; stopping (the replies still queued are dropped)")
+            await courier.stop()
+            load_runner().remove_tree(data_dir)
+    latencies = [(committed[row["id"]] - injected[int(row["prompt"].split()[-1])]) * 1000
+                 for row in rows if row["id"] in committed]
+    first, last = injected[0], max(committed.values(), default=injected[0])
+    return {"rows": len(rows), "latencies": latencies, "seconds": last - first,
+            "lost": commands - len({row["prompt"] for row in rows})}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chats", type=int, default=1000)
+    parser.add_argument("--commands", type=int, default=5000)
+    parser.add_argument("--budget", type=float, default=900.0, help="seconds for the whole run")
+    args = parser.parse_args()
+    deadline = Deadline(args.budget)
+    chats, commands = args.chats, args.commands
+    fits = int((args.budget - 60) / (1 / INGEST_RATE_GUESS + 1 / DRAIN_RATE))
+    if commands > fits:
+        scale = max(fits, 10) / commands
+        chats, commands = max(1, int(chats * scale)), max(10, int(commands * scale))
+        note(f"scaled down to {chats} chats and {commands} commands to fit --budget {args.budget:.0f} s")
+    result = asyncio.run(measure(chats, commands, deadline))
+    latencies = result["latencies"]
+    if not latencies:
+        sys.exit("no job row committed")
+    note(f"{chats} chats, {commands} commands: {result['rows']} job rows in {result['seconds']:.1f} s; "
+         f"enqueue median {statistics.median(latencies):.0f} ms")
+    figure("ingest_updates_per_s", result["rows"] / result["seconds"], "jobs/s")
+    figure("enqueue_p99_ms", percentile(latencies, 99), "ms")
+    figure("lost_jobs", result["lost"], "jobs")
+    figure("load_commands", commands, "commands")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
