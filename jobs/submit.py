@@ -14,7 +14,10 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 from ..store import jobs, users
+from ..logs import get_logger
 from .ports import ChatError
+
+log = get_logger("submit")
 
 
 async def submit(pool, *, user_id: int, chat_id: int, command: str, params: dict,
@@ -47,17 +50,24 @@ async def announce(pool, job_id: int, post_status: Callable[[int], Awaitable[int
     dispatcher posted one first, and is deleted then.
 
     ``post_status(position)`` sends the reply and returns its message id;
-    ``delete_status(message_id)`` removes it (best effort). A reply that fails cancels the
-    job, and its error propagates.
+    ``delete_status(message_id)`` removes it (best effort). A chat that refuses the reply
+    (``ChatError``) cancels the job; any other failure withdraws it unless it has started
+    meanwhile (then its own status message stands in: None). Either way the error propagates
+    if the job is no more.
     """
     position = await jobs.queue_position(pool, job_id)
     if position is None:  # started (the dispatcher posts the status) or cancelled already
         return None
     try:
         message_id = await post_status(position)
-    except Exception:
-        await jobs.cancel_job(pool, job_id, reason="status reply failed")
+    except ChatError:
+        await jobs.cancel_job(pool, job_id, reason="status reply refused")
         raise
+    except Exception:
+        if await jobs.withdraw(pool, job_id, "status reply failed"):
+            raise
+        log.info("job %s started before its status reply failed", job_id)
+        return None
     if await jobs.adopt_status_message(pool, job_id, message_id) != message_id:
         with contextlib.suppress(ChatError):
             await delete_status(message_id)

@@ -152,6 +152,12 @@ async def cancel_job(db: Db, job_id: int, *, reason: str | None = None) -> bool:
         return await conn.fetchval(query("cancel_job"), job_id, reason) is not None
 
 
+async def withdraw(db: Db, job_id: int, reason: str) -> bool:
+    """Cancel a job that is still queued; False if it has started (or ended)."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("withdraw_job"), job_id, reason) is not None
+
+
 async def cancel_user_jobs(db: Db, user_id: int) -> Cancelled:
     """Cancel all of the user's queued and running jobs.
 

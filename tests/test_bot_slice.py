@@ -193,3 +193,23 @@ async def test_replies_follow_the_users_language(courier_on_fake, botapi_bot):
     botapi_bot.inject_text(USER, "/demo hallo")
     await botapi_bot.wait_for_call("sendMessage", where=lambda c: "eingereiht" in c.params["text"])
     await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"].startswith("Fertig"), timeout=30)
+
+
+async def test_a_job_runs_while_its_queued_reply_hangs_and_keeps_one_status_message(courier_on_fake, botapi_bot):
+    """The job is committed before the "Queued" reply: with that reply stuck, the dispatcher
+    starts the job, posts the status message itself, and the late reply never shows."""
+    botapi_bot.hang("sendMessage")  # the "Queued" reply gets no answer
+    request = botapi_bot.inject_text(USER, "/demo while the reply hangs")
+    rendering = await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"].startswith("Rendering"),
+                                               timeout=30)
+    queued = next(c for c in botapi_bot.calls if c.method == "sendMessage" and "Queued" in c.params["text"])
+    assert queued.status is None  # still hanging
+    done = await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"].startswith("Done"),
+                                          timeout=30)
+    status_id = rendering.result["message_id"]
+    assert done.params["message_id"] == status_id
+    async with courier_on_fake.store.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT status_message_id FROM courier_jobs") == status_id
+    statuses = [m for m in botapi_bot.history(USER) if m.get("reply_to_message", {}).get("message_id")
+                == request["message_id"] and "text" in m]
+    assert [m["message_id"] for m in statuses] == [status_id]

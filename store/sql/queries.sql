@@ -155,6 +155,13 @@ SET status = 'cancelled', error = $2, finished_at = now(), lease_until = NULL
 WHERE id = $1 AND status IN ('queued', 'running')
 RETURNING id;
 
+-- withdraw_job --
+-- Cancels a job that has not started yet.
+UPDATE courier_jobs
+SET status = 'cancelled', error = $2, finished_at = now()
+WHERE id = $1 AND status = 'queued'
+RETURNING id;
+
 -- cancel_user_jobs --
 -- Cancels the user's queued and running jobs; returns them with the status they had.
 WITH target AS (

@@ -14,8 +14,9 @@ USER, CHAT = 4242, 4242
 class Chat:
     """Records the status replies and refusals; message ids count from 100."""
 
-    def __init__(self, fail: bool = False, gate: asyncio.Event | None = None):
+    def __init__(self, fail: bool = False, gate: asyncio.Event | None = None, error: Exception | None = None):
         self.fail = fail
+        self.error = error  # raised instead of sending (a timeout, say)
         self.gate = gate  # the reply waits for it, as behind Telegram's rate limit
         self.sending = asyncio.Event()  # a reply is on its way
         self.posted: list[int] = []  # positions
@@ -28,6 +29,8 @@ class Chat:
             await self.gate.wait()
         if self.fail:
             raise DeliveryFailed("Forbidden: bot was blocked by the user")
+        if self.error is not None:
+            raise self.error
         self.posted.append(position)
         return 99 + len(self.posted)
 
@@ -105,6 +108,20 @@ async def test_a_queued_reply_in_flight_is_deleted_when_the_dispatcher_posted_fi
     await submitting
     assert (chat.posted, chat.deleted) == ([1], [100])
     assert (await jobs.get_job(store.pool, claimed.id)).status_message_id == 555
+
+
+@pytest.mark.timeout(60)
+async def test_a_reply_that_times_out_withdraws_a_queued_job_but_not_a_started_one(store):
+    with pytest.raises(TimeoutError):
+        await submit_one(store, Chat(error=TimeoutError()))
+    assert await jobs.list_queue(store.pool) == []
+    chat = Chat(gate=asyncio.Event(), error=TimeoutError())
+    submitting = asyncio.create_task(submit_one(store, chat))
+    await asyncio.wait_for(chat.sending.wait(), 10)
+    claimed = await jobs.claim(store.pool, "w", 60)
+    chat.gate.set()
+    assert await submitting == claimed.id  # no error: the dispatcher's status message stands in
+    assert (await jobs.get_job(store.pool, claimed.id)).status == "running"
 
 
 async def test_no_queued_reply_for_a_job_that_started_before_it(store):
