@@ -79,7 +79,7 @@ async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
             async with courier.store.pool.acquire() as conn:
                 rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
         finally:
-            note("ingest measured; stopping (the replies still queued are dropped)")
+            note("ingest measured; stopping (after the replies drain at Telegram's pace)")
             await courier.stop()
             load_runner().remove_tree(data_dir)
     indexed = [(int(row["prompt"].split()[-1]), committed[row["id"]]) for row in rows if row["id"] in committed]

@@ -86,7 +86,26 @@ RETURNING id;
 SELECT pg_notify('courier_jobs', $1);
 
 -- queue_position --
-SELECT position FROM courier_queue WHERE job_id = $1;
+-- courier_queue's position for the one job $1 (NULL unless queued), without computing every
+-- job's: one pass over the queued jobs per user, not one per job and user.
+WITH mine AS (
+    SELECT j.user_id,
+           (SELECT count(*) FROM courier_jobs q
+            WHERE q.user_id = j.user_id AND q.status = 'queued' AND q.id <= j.id) AS k
+    FROM courier_jobs j
+    WHERE j.id = $1 AND j.status = 'queued'
+), turns AS (
+    SELECT q.user_id, count(*) AS n,
+           row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, min(q.id)) AS turn
+    FROM courier_jobs q
+    JOIN courier_users u ON u.user_id = q.user_id
+    WHERE q.status = 'queued'
+    GROUP BY q.user_id, u.last_served_at
+)
+SELECT 1 + sum(least(o.n, mine.k - 1) + (o.turn < me.turn AND o.n >= mine.k)::int)::bigint
+FROM mine
+JOIN turns me ON me.user_id = mine.user_id
+CROSS JOIN turns o;
 
 -- claim_job --
 -- Gives the next job to worker $1 for $2 seconds, on backend $3: the oldest queued job of the

@@ -193,3 +193,14 @@ async def test_listener_wakes_on_enqueue_and_requeue(store):
         assert (await jobs.get_job(store.pool, job_id)).status == "queued"
     finally:
         await listener.close()
+
+
+async def test_one_jobs_position_is_the_queue_views(store):
+    """queue_position computes courier_queue's position for one job; they must agree."""
+    for user, count in ((A, 4), (B, 1), (C, 3), (A, 2)):
+        for _ in range(count):
+            await enqueue(store, user)
+    await jobs.claim(store.pool, "w", 60)  # A has been served: it goes last now
+    listed = [job for job in await jobs.list_queue(store.pool) if job.status == "queued"]
+    assert len(listed) == 9 and len({job.position for job in listed}) == 9
+    assert [await jobs.queue_position(store.pool, job.id) for job in listed] == [job.position for job in listed]
