@@ -23,6 +23,7 @@ from ..jobs.workflow import WorkflowError
 from ..store import commands
 from .context import CourierContext
 from .parsing import parse_command, profile
+from .progress import STATUS
 
 ADMIN_COMMANDS = ("bench", "compare")
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
@@ -89,8 +90,11 @@ async def bench(update: Update, context: CourierContext) -> None:
     params = bench_job.job_params(name, command.workflow, repeats, language)
 
     async def post_status(position: int) -> int:
-        return (await message.reply_text(context.t(update, "bench_queued", name=name, warmup=params["warmup"],
-                                                   repeats=repeats, position=position))).message_id
+        return (await context.bot.send_message(
+            message.chat_id, context.t(update, "bench_queued", name=name, warmup=params["warmup"], repeats=repeats,
+                                       position=position),
+            reply_to_message_id=message.message_id, allow_sending_without_reply=True, rate_limit_args=STATUS)
+        ).message_id
 
     job_id = await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command="bench", params=params,
                           profile=(username, first_name, language),

@@ -29,6 +29,7 @@ from ..store import commands, jobs, sessions
 from . import admin
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
+from .progress import STATUS
 
 log = get_logger("bot")
 
@@ -187,8 +188,10 @@ async def run_command(update: Update, context: CourierContext) -> None:
     username, first_name, language = profile(user)
 
     async def post_status(position: int) -> int:
-        return (await message.reply_text(context.t(update, "queued", name=request.name, position=position))
-                ).message_id
+        return (await context.bot.send_message(
+            message.chat_id, context.t(update, "queued", name=request.name, position=position),
+            reply_to_message_id=message.message_id, allow_sending_without_reply=True, rate_limit_args=STATUS)
+        ).message_id
 
     job_id = await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
                           params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,

@@ -11,13 +11,14 @@ import logging
 
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
-from telegram.ext import AIORateLimiter, Application, ContextTypes
+from telegram.ext import Application, ContextTypes
 
 from ..config import Settings
 from ..health import Health
 from ..store import commands
 from .context import BotData, CourierContext
 from .handlers import ALLOWED_UPDATES, MENU_COMMANDS, build_handlers, on_error
+from .progress import ResultsFirstLimiter
 from ..logs import get_logger
 
 log = get_logger("bot")
@@ -34,7 +35,7 @@ def build_application(settings: Settings, store, proxy: str | None = None) -> Ap
                .base_url(f"{api}/bot")
                .base_file_url(f"{api}/file/bot")
                .context_types(ContextTypes(context=CourierContext, bot_data=BotData))
-               .rate_limiter(AIORateLimiter(max_retries=3))
+               .rate_limiter(ResultsFirstLimiter(max_retries=3))
                .concurrent_updates(True))
     if proxy:
         builder = builder.proxy(proxy).get_updates_proxy(proxy)

@@ -12,7 +12,7 @@ from telegram.error import BadRequest, TelegramError
 
 from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable
 from .delivery import deliver_file
-from .progress import ChatThrottle, ProgressMessage
+from .progress import STATUS, ChatThrottle, ProgressMessage
 
 
 class TelegramSink:
@@ -63,9 +63,9 @@ class TelegramSink:
 
 
 async def delete_message(bot: Bot, chat_id: int, message_id: int) -> None:
-    """Delete a message the bot sent. :raises DeliveryFailed:"""
+    """Delete a status message the bot sent (it gives way to results). :raises DeliveryFailed:"""
     try:
-        await bot.delete_message(chat_id, message_id)
+        await bot.delete_message(chat_id, message_id, rate_limit_args=STATUS)
     except TelegramError as exc:
         raise DeliveryFailed(str(exc)) from exc
 
