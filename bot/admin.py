@@ -18,12 +18,10 @@ from ..gpu import compare_view
 from ..gpu.compare import build_table, to_text
 from ..gpu.storage import load_runs
 from ..jobs import bench as bench_job
-from ..jobs.submit import submit
 from ..jobs.workflow import WorkflowError
 from ..store import commands
 from .context import CourierContext
 from .parsing import parse_command, profile
-from .progress import STATUS
 
 ADMIN_COMMANDS = ("bench", "compare")
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
@@ -86,22 +84,9 @@ async def bench(update: Update, context: CourierContext) -> None:
     except WorkflowError as exc:
         await message.reply_text(context.t(update, "failed", name=name, reason=str(exc)))
         return
-    username, first_name, language = profile(user)
-    params = bench_job.job_params(name, command.workflow, repeats, language)
-
-    async def post_status(position: int) -> int:
-        return (await context.bot.send_message(
-            message.chat_id, context.t(update, "bench_queued", name=name, warmup=params["warmup"], repeats=repeats,
-                                       position=position),
-            reply_to_message_id=message.message_id, allow_sending_without_reply=True, rate_limit_args=STATUS)
-        ).message_id
-
-    job_id = await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command="bench", params=params,
-                          profile=(username, first_name, language),
-                          reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-                          refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
-    if job_id is not None:
-        context.announce(update, job_id, post_status)
+    params = bench_job.job_params(name, command.workflow, repeats, profile(user)[2])
+    await context.submit_job(update, "bench", params, lambda position: context.t(
+        update, "bench_queued", name=name, warmup=params["warmup"], repeats=repeats, position=position))
 
 
 async def compare(update: Update, context: CourierContext) -> None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from ..config import Settings
 from .. import i18n
-from ..jobs.submit import announce
+from ..jobs.submit import announce, submit
+from .parsing import profile
+from .progress import STATUS
 from .sink import delete_message
 
 
@@ -40,10 +43,23 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
         language = i18n.pick_language(user.language_code if user else None, self.settings.language)
         return i18n.text(language, key, **params)
 
-    def announce(self, update, job_id: int, post_status) -> None:
-        """Send a committed job's "Queued" reply in a task of its own: waiting for Telegram's rate
-        limit holds none of the bot's concurrent-update slots (errors reach the error handler)."""
-        chat_id = update.effective_chat.id
-        self.application.create_task(
-            announce(self.pool, job_id, post_status, functools.partial(delete_message, self.bot, chat_id)),
-            update=update, name=f"courier-queued-{job_id}")
+    async def submit_job(self, update, command: str, params: dict, queued: Callable[[int], str]) -> None:
+        """Queue a job for the sender of ``update`` (at their cap they are told so, and nothing is
+        queued), then send its "Queued" reply ``queued(position)`` in a task of its own: waiting for
+        Telegram's rate limit holds none of the bot's concurrent-update slots (errors reach the
+        error handler)."""
+        message, user = update.effective_message, update.effective_user
+
+        async def post_status(position: int) -> int:
+            return (await self.bot.send_message(
+                message.chat_id, queued(position), reply_to_message_id=message.message_id,
+                allow_sending_without_reply=True, rate_limit_args=STATUS)).message_id
+
+        job_id = await submit(self.pool, user_id=user.id, chat_id=message.chat_id, command=command, params=params,
+                              profile=profile(user), reply_to_message_id=message.message_id,
+                              max_active=self.settings.max_jobs_per_user,
+                              refuse=lambda count: message.reply_text(self.t(update, "too_many_jobs", count=count)))
+        if job_id is not None:
+            self.application.create_task(
+                announce(self.pool, job_id, post_status, functools.partial(delete_message, self.bot, message.chat_id)),
+                update=update, name=f"courier-queued-{job_id}")

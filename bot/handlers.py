@@ -22,14 +22,12 @@ from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, BaseHandler, CommandHandler, MessageHandler, TypeHandler, filters
 
 from .. import imaging
-from ..jobs.submit import submit
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
 from . import admin
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
-from .progress import STATUS
 
 log = get_logger("bot")
 
@@ -185,22 +183,12 @@ async def run_command(update: Update, context: CourierContext) -> None:
         if image is None:
             await message.reply_text(context.t(update, "needs_image", name=request.name))
             return
-    username, first_name, language = profile(user)
-
-    async def post_status(position: int) -> int:
-        return (await context.bot.send_message(
-            message.chat_id, context.t(update, "queued", name=request.name, position=position),
-            reply_to_message_id=message.message_id, allow_sending_without_reply=True, rate_limit_args=STATUS)
-        ).message_id
-
-    job_id = await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
-                          params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
-                                  "language": language, "workflow": command.workflow},  # runs as it was when queued
-                          profile=(username, first_name, language),
-                          reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-                          refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
-    if job_id is not None:
-        context.announce(update, job_id, post_status)
+    language = profile(user)[2]
+    await context.submit_job(
+        update, request.name,
+        {"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
+         "language": language, "workflow": command.workflow},  # runs as it was when queued
+        lambda position: context.t(update, "queued", name=request.name, position=position))
 
 
 async def hint(update: Update, context: CourierContext) -> None:
