@@ -29,6 +29,12 @@ class TelegramSink:
             raise DeliveryFailed(str(exc)) from exc
         return sent.message_id
 
+    async def check_chat(self, chat_id: int) -> None:
+        try:
+            await self.bot.get_chat(chat_id)
+        except TelegramError as exc:
+            raise DeliveryFailed(str(exc)) from exc
+
     def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
                adopt=None) -> ProgressMessage:
         return ProgressMessage(self.bot, chat_id, message_id, self.throttle, reply_to=reply_to, adopt=adopt)

@@ -40,6 +40,10 @@ class StatusMessage(Protocol):
 
 
 class ChatSink(Protocol):
+    async def check_chat(self, chat_id: int) -> None:
+        """Whether the chat exists for the bot (the user wrote to it), asked without sending
+        anything. :raises DeliveryFailed:"""
+
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
         """Send a message; returns its message id. :raises DeliveryFailed:"""
 

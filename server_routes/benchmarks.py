@@ -61,8 +61,10 @@ async def run_benchmark(request: web.Request) -> web.Response:
             repeats=repeats, position=position))
 
     try:
+        # Asked first: once queued, the dispatcher may start the job before the reply is tried.
+        await courier.sink.check_chat(chat_id)
         job_id = await submit(pool, user_id=chat_id, chat_id=chat_id, command="bench", params=params)
         position = await announce(pool, job_id, post_status, functools.partial(courier.sink.delete_message, chat_id))
-    except DeliveryFailed as exc:  # the job is cancelled: nothing queued
+    except DeliveryFailed as exc:  # nothing queued, or the job is cancelled
         raise ApiError(502, "telegram_error", f"cannot message chat {chat_id}: {exc}") from None
     return json_response({"job_id": job_id, "position": position}, status=202)

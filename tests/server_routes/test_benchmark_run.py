@@ -35,6 +35,7 @@ async def test_run_queues_a_benchmark_job_and_tells_the_admin(running, botapi, b
     status, reply, _ = await api.send("POST", "/courier/benchmarks/run", json={"command": "demo", "chat_id": ADMIN})
     assert (status, reply["error"]["code"]) == (502, "telegram_error")  # the admin never wrote to the bot
     assert await jobs.list_queue(courier.store.pool) == []  # ... so nothing was queued
+    assert [call.method for call in botapi_bot.calls if call.params.get("chat_id") == ADMIN] == ["getChat"]
     botapi.add_user(ADMIN)
     botapi_bot.inject_text(ADMIN, "/start")
     greeting = await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"].startswith("Hi "))
