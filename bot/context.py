@@ -45,7 +45,7 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
 
     async def submit_job(self, update, command: str, params: dict, queued: Callable[[int], str]) -> None:
         """Queue a job for the sender of ``update`` (at their cap they are told so, and nothing is
-        queued), then send its "Queued" reply ``queued(position)`` in a task of its own: waiting for
+        queued; a second delivery of ``update`` queues nothing and gets no reply), then send its "Queued" reply ``queued(position)`` in a task of its own: waiting for
         Telegram's rate limit holds none of the bot's concurrent-update slots (errors reach the
         error handler)."""
         message, user = update.effective_message, update.effective_user
@@ -57,7 +57,7 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
 
         job_id = await submit(self.pool, user_id=user.id, chat_id=message.chat_id, command=command, params=params,
                               profile=profile(user), reply_to_message_id=message.message_id,
-                              max_active=self.settings.max_jobs_per_user,
+                              max_active=self.settings.max_jobs_per_user, update=(self.bot.id, update.update_id),
                               refuse=lambda count: message.reply_text(self.t(update, "too_many_jobs", count=count)))
         if job_id is not None:
             self.application.create_task(

@@ -89,9 +89,17 @@ class BotService:
                         mode="webhook" if self.application.updater is None else "polling")
         return True
 
-    async def process_webhook_update(self, payload: dict) -> None:
-        """Hand an update POSTed by Telegram to the handlers (webhook mode)."""
-        await self.application.update_queue.put(Update.de_json(payload, self.application.bot))
+    def read_update(self, payload: dict) -> Update:
+        """An update POSTed by Telegram (webhook mode); raises whatever python-telegram-bot's
+        ``Update.de_json`` raises on a malformed one."""
+        return Update.de_json(payload, self.application.bot)
+
+    async def process_update(self, update: Update) -> None:
+        """Run the handlers on ``update``, returning once they are done: a job it asks for is
+        committed, with the update in the inbox, so a webhook answered after this loses nothing
+        if the process dies first (Telegram delivers the update again)."""
+        application = self.application
+        await application.update_processor.process_update(update, application.process_update(update))
 
     async def publish_command_menu(self) -> None:
         """Telegram's command menu = the enabled commands of the table (setMyCommands)."""

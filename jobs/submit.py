@@ -1,11 +1,11 @@
 """Submit a job: the one use case behind a command, ``/bench`` and ``POST /courier/benchmarks/run``.
 
-The transaction only upserts the user (locking their row, so one user's submissions are
-counted one at a time and the cap holds under a flood), checks the cap and enqueues; it
-commits, waking the dispatchers, before any reply. ``announce`` sends the reply afterwards
-(the bot in a task of its own), so replies wait for Telegram's rate limit holding neither a
-pooled connection, nor the lock, nor one of the bot's concurrent-update slots. The "Queued"
-reply becomes the job's status message only if the dispatcher has not posted one first.
+The job is queued in one statement (``store.jobs.submit``: the user's row, the per-user cap under
+the user's row lock, the job, the update inbox, the wake-up), committed before any reply.
+``announce`` sends the reply afterwards (the bot in a task of its own), so replies wait for
+Telegram's rate limit holding neither a pooled connection, nor the lock, nor one of the bot's
+concurrent-update slots. The "Queued" reply becomes the job's status message only if the
+dispatcher has not posted one first.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from ..store import jobs, users
+from ..store import jobs
 from ..logs import get_logger
 from .ports import ChatError
 
@@ -22,25 +22,24 @@ log = get_logger("submit")
 
 async def submit(pool, *, user_id: int, chat_id: int, command: str, params: dict,
                  profile: tuple = (None, None, None), reply_to_message_id: int | None = None,
-                 max_active: int | None = None,
+                 max_active: int | None = None, update: tuple[int, int] | None = None,
                  refuse: Callable[[int], Awaitable[object]] | None = None) -> int | None:
-    """Queue a job for ``user_id`` unless they already have ``max_active`` jobs (None: no cap).
+    """Queue a job for ``user_id`` unless they already have ``max_active`` jobs (None: no cap),
+    or ``update`` (bot id, update id: the Telegram update asking for it) was handled before.
 
     Returns the job's id once it is committed; ``announce`` then tells the chat. ``refuse(count)``
-    tells the user they are at the cap (then nothing is queued: None). ``profile`` is
-    (username, first name, language) for the user row.
+    tells the user they are at the cap (then nothing is queued: None). A duplicate update gets
+    no reply: its first delivery had one. ``profile`` is (username, first name, language) for
+    the user row.
     """
-    job_id = pending = None
-    async with pool.acquire() as conn, conn.transaction():
-        await users.upsert_user(conn, user_id, *profile)
-        if max_active is not None:
-            pending = await jobs.count_active(conn, user_id)
-        if pending is None or pending < max_active:
-            job_id = await jobs.add_job(conn, user_id=user_id, chat_id=chat_id, command=command, params=params,
-                                        reply_to_message_id=reply_to_message_id)
-    if job_id is None:
-        await refuse(pending)
-    return job_id
+    submitted = await jobs.submit(pool, user_id=user_id, chat_id=chat_id, command=command, params=params,
+                                  profile=profile, reply_to_message_id=reply_to_message_id,
+                                  max_active=max_active, update=update)
+    if submitted.duplicate:
+        log.info("update %s of bot %s was handled before: nothing queued", update[1], update[0])
+    elif submitted.job_id is None:
+        await refuse(submitted.active)
+    return submitted.job_id
 
 
 async def announce(pool, job_id: int, post_status: Callable[[int], Awaitable[int]],

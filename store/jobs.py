@@ -65,23 +65,36 @@ async def enqueue(db: Db, *, user_id: int, chat_id: int, command: str, params: d
                   reply_to_message_id: int | None = None) -> Enqueued:
     """Queue a job (creating the user row if needed) and wake the dispatchers."""
     async with acquire(db) as conn, conn.transaction():
-        job_id = await add_job(conn, user_id=user_id, chat_id=chat_id, command=command, params=params,
-                               max_attempts=max_attempts, status_message_id=status_message_id,
-                               reply_to_message_id=reply_to_message_id)
+        await conn.execute(query("ensure_user"), user_id)
+        job_id = await conn.fetchval(query("enqueue_job"), user_id, chat_id, command, params,
+                                     max_attempts, status_message_id, reply_to_message_id)
+        await conn.execute(query("notify_jobs"), str(job_id))
         position = await conn.fetchval(query("queue_position"), job_id)
     return Enqueued(job_id, position)
 
 
-async def add_job(conn: asyncpg.Connection, *, user_id: int, chat_id: int, command: str, params: dict[str, Any],
-                  max_attempts: int = 3, status_message_id: int | None = None,
-                  reply_to_message_id: int | None = None) -> int:
-    """``enqueue`` in the caller's transaction, without the queue position (a scan of the queue);
-    the dispatchers wake when it commits."""
-    await conn.execute(query("ensure_user"), user_id)
-    job_id = await conn.fetchval(query("enqueue_job"), user_id, chat_id, command, params,
-                                 max_attempts, status_message_id, reply_to_message_id)
-    await conn.execute(query("notify_jobs"), str(job_id))
-    return job_id
+class Submitted(NamedTuple):
+    job_id: int | None
+    """None: nothing was queued (a duplicate update, or the user at the cap)."""
+    active: int | None
+    """The user's queued and running jobs when refused at the cap."""
+    duplicate: bool
+    """The update was handled before."""
+
+
+async def submit(db: Db, *, user_id: int, chat_id: int, command: str, params: dict[str, Any],
+                 profile: tuple = (None, None, None), reply_to_message_id: int | None = None,
+                 max_active: int | None = None, update: tuple[int, int] | None = None,
+                 max_attempts: int = 3) -> Submitted:
+    """Queue a job in one round trip (one statement, its own transaction; see ``courier_submit``):
+    the user's row refreshed from ``profile`` (username, first name, language), the per-user cap
+    ``max_active`` checked (None: none), and ``update`` (bot id, update id) recorded so that its
+    second delivery queues nothing. The dispatchers wake when it commits."""
+    bot_id, update_id = update if update is not None else (None, None)
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("submit_job"), user_id, *profile, chat_id, command, params, max_attempts,
+                                  reply_to_message_id, max_active, bot_id, update_id)
+    return Submitted(*row)
 
 
 async def queue_position(db: Db, job_id: int) -> int | None:

@@ -81,6 +81,9 @@ INSERT INTO courier_jobs (user_id, chat_id, command, params, max_attempts, statu
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 RETURNING id;
 
+-- submit_job --
+SELECT job_id, active, duplicate FROM courier_submit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12);
+
 -- notify_jobs --
 -- Wakes the dispatchers LISTENing on courier_jobs once the transaction commits.
 SELECT pg_notify('courier_jobs', $1);
