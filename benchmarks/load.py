@@ -45,6 +45,7 @@ async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.runtime import Courier
     from comfyui_courier.store.jobs import CHANNEL
+    from comfyui_courier.store.pool import connect
 
     per_chat = -(-commands // chats)
     data_dir = Path(tempfile.mkdtemp(prefix="courier-load-"))
@@ -59,7 +60,8 @@ async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
             sys.exit(f"Courier did not start: {courier.health_report()}")
         committed: dict[int, float] = {}
         try:
-            async with courier.store.pool.acquire() as listener:
+            listener = await connect(courier.store.embedded.dsn)  # a pooled one would take the bot's
+            try:
                 await listener.add_listener(
                     CHANNEL, lambda _c, _p, _ch, payload: committed.setdefault(int(payload), time.perf_counter()))
                 injected: list[float] = []
@@ -72,6 +74,8 @@ async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
                 with_time = max(5.0, deadline.remaining() - commands / DRAIN_RATE - 30)
                 await emulator.wait_for(lambda: len(committed) >= commands, timeout=with_time)
                 await asyncio.sleep(0.5)  # NOTIFYs already on the wire
+            finally:
+                await listener.close()
             async with courier.store.pool.acquire() as conn:
                 rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
         except TimeoutError:

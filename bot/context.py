@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from ..config import Settings
 from .. import i18n
 from ..jobs.submit import announce, submit
 from .parsing import profile
-from .progress import STATUS
+from .progress import STATUS, STATUS_SLOTS
 from .sink import delete_message
 
 
@@ -23,6 +24,9 @@ class BotData:
     settings: Settings | None = None
     store: object = None
     dispatcher: object = None
+    announcing: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(STATUS_SLOTS))
+    """"Queued" replies under way: the rest wait before reading their queue position, so a burst
+    of commands does not flood PostgreSQL with position reads that Telegram's pace makes stale."""
 
 
 class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
@@ -60,6 +64,9 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
                               max_active=self.settings.max_jobs_per_user, update=(self.bot.id, update.update_id),
                               refuse=lambda count: message.reply_text(self.t(update, "too_many_jobs", count=count)))
         if job_id is not None:
-            self.application.create_task(
-                announce(self.pool, job_id, post_status, functools.partial(delete_message, self.bot, message.chat_id)),
-                update=update, name=f"courier-queued-{job_id}")
+            self.application.create_task(self._announce(job_id, post_status, message.chat_id),
+                                         update=update, name=f"courier-queued-{job_id}")
+
+    async def _announce(self, job_id: int, post_status: Callable, chat_id: int) -> None:
+        async with self.bot_data.announcing:
+            await announce(self.pool, job_id, post_status, functools.partial(delete_message, self.bot, chat_id))
