@@ -91,7 +91,7 @@ SELECT pg_notify('courier_jobs', $1);
 -- queue_position --
 -- courier_queue's position for the one job $1 (NULL unless queued), without computing every
 -- job's: one pass over the queued jobs per user, not one per job and user.
-WITH mine AS (
+WITH mine AS MATERIALIZED (
     SELECT j.user_id,
            (SELECT count(*) FROM courier_jobs q
             WHERE q.user_id = j.user_id AND q.status = 'queued' AND q.id <= j.id) AS k
