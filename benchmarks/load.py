@@ -12,6 +12,13 @@ when its NOTIFY (sent at commit) reaches a listener of ours.
 - ``injected_to_commit_p99_ms``: command injected → job row committed, p99: with the whole
   burst injected at once this is the time to drain the burst, waiting in getUpdates included
 - ``lost_jobs``: commands without a job row
+- where the time goes, per command over the ingest window: ``ingest_python_cpu_ms`` (this
+  process: bot, emulator, load generator), ``ingest_postgres_cpu_ms`` (the embedded server's
+  processes) and ``ingest_cpu_wait_ms`` (this process runnable but waiting for a CPU: the
+  machine's other load), from /proc
+
+Each part of the load run is one function returning its figures (``ingest`` here; the backlog,
+fairness and scale-out runs join it the same way).
 
     python benchmarks/load.py [--chats 1000] [--commands 5000] [--budget 900]
 """
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -39,7 +47,57 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
-async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
+class CpuMeter:
+    """CPU seconds since ``start()``: this process's, its wait for a CPU, and PostgreSQL's (Linux)."""
+
+    def __init__(self, postgres_pid: int):
+        self.postgres_pid = postgres_pid
+        self.start = self.read()
+
+    def read(self) -> tuple[float, float, float]:
+        with open("/proc/self/schedstat") as stat:
+            waited = int(stat.read().split()[1]) / 1e9
+        return time.process_time(), waited, self._postgres()
+
+    def since_start(self) -> dict[str, float]:
+        now = self.read()
+        return dict(zip(("python", "wait", "postgres"), (b - a for a, b in zip(self.start, now))))
+
+    def _postgres(self) -> float:
+        """The postmaster's and its children's CPU seconds (children that exited are not counted)."""
+        ticks = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(pid) == self.postgres_pid or int(fields[1]) == self.postgres_pid:
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+
+async def ingest(chats: int, commands: int, deadline: Deadline) -> list[tuple[str, float, str]]:
+    """The ingest figures: ``commands`` /demo commands from ``chats`` chats in one burst."""
+    result = await _burst(chats, commands, deadline)
+    latencies = result["latencies"]
+    if not latencies:
+        sys.exit("no job row committed")
+    note(f"{chats} chats, {commands} commands: {result['rows']} job rows in {result['seconds']:.1f} s; "
+         f"{len(latencies)} with their getUpdates delivery seen")
+    cpu = result["cpu"]
+    return [("ingest_updates_per_s", result["rows"] / result["seconds"], "jobs/s"),
+            ("enqueue_p99_ms", percentile(latencies, 99), "ms"),
+            ("enqueue_median_ms", statistics.median(latencies), "ms"),
+            ("injected_to_commit_p99_ms", percentile(result["from_injection"], 99), "ms"),
+            ("lost_jobs", result["lost"], "jobs"),
+            ("load_commands", commands, "commands"),
+            *((f"ingest_{name}_ms", seconds * 1000 / commands, "ms/command")
+              for name, seconds in (("python_cpu", cpu["python"]), ("postgres_cpu", cpu["postgres"]),
+                                    ("cpu_wait", cpu["wait"])))]
+
+
+async def _burst(chats: int, commands: int, deadline: Deadline) -> dict:
     load_pack()
     from comfyui_courier.config import load_settings
     from comfyui_courier.emulator.botapi import BotApiEmulator
@@ -66,6 +124,7 @@ async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
                     CHANNEL, lambda _c, _p, _ch, payload: committed.setdefault(int(payload), time.perf_counter()))
                 injected: list[float] = []
                 received = watch_deliveries(emulator, bot)
+                meter = CpuMeter(courier.store.embedded.pid)
                 for index in range(commands):
                     injected.append(time.perf_counter())
                     bot.inject_text(1_000_000 + index % chats, f"/demo load {index}")
@@ -73,6 +132,7 @@ async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
                         await asyncio.sleep(0)  # let the bot poll meanwhile, as a real burst would
                 with_time = max(5.0, deadline.remaining() - commands / DRAIN_RATE - 30)
                 await emulator.wait_for(lambda: len(committed) >= commands, timeout=with_time)
+                cpu = meter.since_start()
                 await asyncio.sleep(0.5)  # NOTIFYs already on the wire
             finally:
                 await listener.close()
@@ -80,6 +140,7 @@ async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
                 rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
         except TimeoutError:
             note(f"only {len(committed)} of {commands} jobs committed in time")
+            cpu = meter.since_start()
             async with courier.store.pool.acquire() as conn:
                 rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
         finally:
@@ -91,7 +152,7 @@ async def measure(chats: int, commands: int, deadline: Deadline) -> dict:
     return {"rows": len(rows), "seconds": last - first,
             "latencies": [(at - received[index]) * 1000 for index, at in indexed if index in received],
             "from_injection": [(at - injected[index]) * 1000 for index, at in indexed],
-            "lost": commands - len({row["prompt"] for row in rows})}
+            "lost": commands - len({row["prompt"] for row in rows}), "cpu": cpu}
 
 
 def watch_deliveries(emulator, bot) -> dict[int, float]:
@@ -132,18 +193,8 @@ def main() -> int:
         scale = max(fits, 10) / commands
         chats, commands = max(1, int(chats * scale)), max(10, int(commands * scale))
         note(f"scaled down to {chats} chats and {commands} commands to fit --budget {args.budget:.0f} s")
-    result = asyncio.run(measure(chats, commands, deadline))
-    latencies = result["latencies"]
-    if not latencies:
-        sys.exit("no job row committed")
-    note(f"{chats} chats, {commands} commands: {result['rows']} job rows in {result['seconds']:.1f} s; "
-         f"{len(latencies)} with their getUpdates delivery seen")
-    figure("ingest_updates_per_s", result["rows"] / result["seconds"], "jobs/s")
-    figure("enqueue_p99_ms", percentile(latencies, 99), "ms")
-    figure("enqueue_median_ms", statistics.median(latencies), "ms")
-    figure("injected_to_commit_p99_ms", percentile(result["from_injection"], 99), "ms")
-    figure("lost_jobs", result["lost"], "jobs")
-    figure("load_commands", commands, "commands")
+    for name, value, unit in asyncio.run(ingest(chats, commands, deadline)):
+        figure(name, value, unit)
     return 0
 
 
