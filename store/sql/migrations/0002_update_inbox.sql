@@ -2,7 +2,8 @@
 
 -- Telegram updates that were handled by queueing (or refusing) a job, recorded in the same
 -- transaction: a redelivered update (a webhook retry, polling after a restart, a second host)
--- queues nothing twice. Telegram keeps an update for at most 24 hours.
+-- queues nothing twice. Telegram keeps an update for at most 24 hours, so rows older than that
+-- only tell which update made which job.
 CREATE TABLE courier_updates (
     bot_id bigint NOT NULL,  -- Telegram id of the bot the update came to
     update_id bigint NOT NULL,
@@ -10,8 +11,6 @@ CREATE TABLE courier_updates (
     received_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (bot_id, update_id)
 );
-
-CREATE INDEX courier_updates_received_idx ON courier_updates (received_at);
 
 -- Queues a job for user p_user_id unless they have p_max_active queued or running (NULL: no cap),
 -- or update p_update_id of bot p_bot_id was handled before (NULL: not from an update).
