@@ -49,9 +49,9 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
 
     async def submit_job(self, update, command: str, params: dict, queued: Callable[[int], str]) -> None:
         """Queue a job for the sender of ``update`` (at their cap they are told so, and nothing is
-        queued; a second delivery of ``update`` queues nothing and gets no reply), then send its "Queued" reply ``queued(position)`` in a task of its own: waiting for
-        Telegram's rate limit holds none of the bot's concurrent-update slots (errors reach the
-        error handler)."""
+        queued; a second delivery of ``update`` queues nothing and gets no reply), then send its
+        "Queued" reply ``queued(position)`` in a task of its own: waiting for Telegram's rate limit
+        holds none of the bot's concurrent-update slots (errors reach the error handler)."""
         message, user = update.effective_message, update.effective_user
 
         async def post_status(position: int) -> int:

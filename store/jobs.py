@@ -224,8 +224,9 @@ def _job(row: asyncpg.Record | None) -> Job | None:
 class JobListener:
     """Wake-ups when jobs are queued, from LISTEN on a dedicated connection.
 
-    Pool connections are shared (a LISTEN there would outlive its user), hence the connection of its own. Either
-    pass ``on_notify`` (called on each wake-up, e.g. an ``asyncio.Event``'s ``set``) or use::
+    Pool connections are shared (a LISTEN there would outlive its user), hence the connection of
+    its own. Either pass ``on_notify`` (called on each wake-up, e.g. an ``asyncio.Event``'s
+    ``set``) or use::
 
         async with await JobListener.open(dsn) as listener:
             while True:
