@@ -30,6 +30,7 @@ from .jobs.seed import SEED_DIR, seed_manifest
 
 PACK_ROOT = Path(__file__).resolve().parent
 SHIPPED_COMMAND_PREFIX = "command_"
+RESERVED_NAMES = {"language", "key"}  # text(language, key, **params) could not be given them
 
 
 def used_ids(root: Path = PACK_ROOT, seed_dir: Path = SEED_DIR) -> dict[str, list[str]]:
@@ -59,6 +60,9 @@ def problems(locales_dir: Path = i18n.LOCALES_DIR, used: Iterable[str] | None = 
     found = [f"{language}: no translation of {key}" for language, messages in catalogs.items()
              for key in sorted(used - messages.keys())]
     found += [f"en: {key} is used by no code" for key in sorted(english.keys() - used)]
+    found += [f"en: {key} has a placeholder named like a parameter of i18n.text: {sorted(names)}"
+              for key, template in english.items()
+              if (names := {name for name, _, _ in placeholders(template)} & RESERVED_NAMES)]
     for language, messages in catalogs.items():
         found += [f"{language}: {key} is not in the English catalog" for key in sorted(messages.keys() - english.keys())]
         found += [f"{language}: {key} has placeholders {sorted(placeholders(messages[key]))}, English has "

@@ -45,7 +45,7 @@ async def lang(update: Update, context: CourierContext) -> None:
     request = parse_command(message.text, context.bot.username)
     code = request.args if request else ""
     if not code:
-        await message.reply_text(context.t(update, "lang_choose", language=context.t(update, "language_name"),
+        await message.reply_text(context.t(update, "lang_choose", current=context.t(update, "language_name"),
                                            codes=CODES), reply_markup=language_keyboard())
         return
     language = i18n.language_of(code)

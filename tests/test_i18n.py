@@ -63,6 +63,14 @@ def test_a_placeholder_that_differs_from_english_is_caught(locales):
          "[('name', '', ''), ('position', '', '')]")]
 
 
+def test_a_placeholder_text_cannot_be_given_is_caught(locales):
+    edit(locales, "en", "lang_set", "Now {language}.")
+    assert catalogs.problems(locales) == [
+        "en: lang_set has a placeholder named like a parameter of i18n.text: ['language']",
+        *(f"{language}: lang_set has placeholders [], English has [('language', '', '')]"
+          for language in i18n.LANGUAGES[1:])]
+
+
 def test_a_key_the_code_uses_but_no_catalog_has_is_caught():
     used = set(catalogs.used_ids()) | {"brand_new_key"}
     assert catalogs.problems(used=used) == [f"{language}: no translation of brand_new_key"
