@@ -56,9 +56,14 @@ def pick_language(user_language: str | None, fallback: str) -> str:
     return language_of(user_language) or language_of(fallback) or "en"
 
 
-@functools.cache
 def catalog(language: str) -> Mapping[str, str]:
-    """Every message in ``language``, English where a translation is missing."""
+    """Every message in ``language`` (a code ``language_of`` maps; English for others), English where
+    a translation is missing."""
+    return _catalog(language_of(language) or "en")
+
+
+@functools.cache
+def _catalog(language: str) -> Mapping[str, str]:
     english = read_messages("en")
     return english if language == "en" else {**english, **read_messages(language)}
 

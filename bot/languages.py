@@ -59,9 +59,8 @@ async def lang(update: Update, context: CourierContext) -> None:
 async def lang_button(update: Update, context: CourierContext) -> None:
     """A press on a language button: that language for the presser (in a group, each picks their own)."""
     query = update.callback_query
-    language = i18n.language_of(query.data.removeprefix(BUTTON_PREFIX))
-    if language is None:  # not data we sent
-        await query.answer()
+    language = i18n.language_of((query.data or "").removeprefix(BUTTON_PREFIX))
+    if language is None:  # not a button we sent (PTB also hands us presses that carry no data)
         return
     confirmation = await choose(update, context, language)
     await query.answer(confirmation)

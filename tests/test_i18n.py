@@ -116,6 +116,8 @@ def test_telegram_language_codes_map_onto_the_catalogs(telegram_code, language):
 
 def test_a_fallback_without_a_catalog_means_english():
     assert i18n.pick_language("pt-br", fallback="pt") == "en"
+    assert i18n.text("pt-br", "lang_set") == i18n.text("en", "lang_set")
+    assert i18n.text("de-AT", "lang_set") == i18n.text("de", "lang_set")
 
 
 def test_the_command_line_check_passes_and_port_adds_what_an_old_dict_has(locales, tmp_path):
