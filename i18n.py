@@ -22,8 +22,6 @@ import functools
 from collections.abc import Mapping
 from pathlib import Path
 
-from babel.messages.pofile import read_po
-
 LOCALES_DIR = Path(__file__).resolve().parent / "locales"
 DOMAIN = "courier"
 LANGUAGES = ("en", "de", "ru", "zh", "ja", "tr")
@@ -36,6 +34,8 @@ def po_path(language: str, locales_dir: Path = LOCALES_DIR) -> Path:
 
 def read_messages(language: str, locales_dir: Path = LOCALES_DIR) -> dict[str, str]:
     """The translated messages of one ``.po`` file, by id (no untranslated or fuzzy entries)."""
+    from babel.messages.pofile import read_po  # on first use: ComfyUI's start does not wait for Babel
+
     with po_path(language, locales_dir).open("rb") as po:
         entries = read_po(po, domain=DOMAIN)
     return {entry.id: entry.string for entry in entries if entry.id and entry.string and not entry.fuzzy}
