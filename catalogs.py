@@ -7,8 +7,9 @@ prints one line per problem and exits 1 if there is any; ``tests/test_i18n.py`` 
 
 ``port FILE`` (``-`` for stdin) adds to the catalogs the messages of an old-style
 ``MESSAGES = {"en": {...}, "de": {...}}`` dict, such as ``git show BRANCH:i18n.py`` of a branch
-made before the catalogs: only ids a catalog lacks, for the languages the dict has. ``check``
-then names the translations still to write.
+made before the catalogs: only ids a catalog lacks, for the languages the dict has. It names
+the ids whose text differs from the catalog's (a branch that reworded a message) without
+touching them, and ``check`` then names the translations still to write.
 """
 
 from __future__ import annotations
@@ -97,9 +98,12 @@ def old_style_messages(source: str) -> dict[str, dict[str, str]]:
     raise ValueError("no MESSAGES = {...} dict in this source")
 
 
-def port(source: str, locales_dir: Path = i18n.LOCALES_DIR) -> dict[str, list[str]]:
-    """Add the messages of an old-style dict that the catalogs lack; returns the ids added per language."""
-    added = {}
+def port(source: str, locales_dir: Path = i18n.LOCALES_DIR) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Add the messages of an old-style dict that the catalogs lack.
+
+    Returns (ids added, ids whose text differs from the catalog's and were left as they are), per language.
+    """
+    added, differing = {}, {}
     for language, texts in old_style_messages(source).items():
         if language not in i18n.LANGUAGES:
             continue
@@ -110,7 +114,9 @@ def port(source: str, locales_dir: Path = i18n.LOCALES_DIR) -> dict[str, list[st
         if new:
             write_catalog(catalog, language, locales_dir)
             added[language] = new
-    return added
+        if changed := [key for key in texts if key not in new and catalog[key].string != texts[key]]:
+            differing[language] = changed
+    return added, differing
 
 
 def main(argv: list[str]) -> int:
@@ -123,8 +129,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.action == "port":
         source = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-        for language, keys in port(source).items():
+        added, differing = port(source)
+        for language, keys in added.items():
             print(f"{language}: added {', '.join(keys)}")
+        for language, keys in differing.items():
+            print(f"{language}: kept the catalog's text of {', '.join(keys)} (the file words them differently)")
     found = problems()
     print("\n".join(found) if found else f"catalogs complete: {', '.join(i18n.LANGUAGES)}")
     return 1 if found else 0

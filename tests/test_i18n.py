@@ -126,7 +126,7 @@ def test_the_command_line_check_passes_and_port_adds_what_an_old_dict_has(locale
     assert (check.returncode, check.stdout.strip()) == (0, "catalogs complete: en, de, ru, zh, ja, tr"), check.stderr
     old = ('MESSAGES = {"en": {"queued": "changed", "ported": "New {thing}", **OTHER},\n'
            '            "de": {"ported": "Neu {thing}"}, "pt": {"ported": "Novo {thing}"}}\n')
-    assert catalogs.port(old, locales) == {"en": ["ported"], "de": ["ported"]}
+    assert catalogs.port(old, locales) == ({"en": ["ported"], "de": ["ported"]}, {"en": ["queued"]})
     assert catalogs.read_catalog("en", locales)["queued"].string == i18n.text("en", "queued", name="{name}",
                                                                              position="{position}")
     assert i18n.read_messages("de", locales)["ported"] == "Neu {thing}"
