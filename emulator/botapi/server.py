@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from . import control
+from . import control, webchat
 from .bot import EmulatedBot
 from .wire import MAX_UPLOAD, ApiError, error_response, ok_response, read_request
 
@@ -60,6 +60,7 @@ class BotApiEmulator:
         app.router.add_route("*", "/bot{token}/{method}", self._bot_api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         app.add_subapp(control.PREFIX, control.make_app(self))
+        webchat.add_routes(app)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         # handler_cancellation: a client that gives up (timeout) ends its long poll or hung call here too.
         runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True, shutdown_timeout=5)
@@ -112,6 +113,10 @@ class BotApiEmulator:
 
     def bot(self, token: str) -> EmulatedBot:
         return self._bots[token]
+
+    @property
+    def bots(self) -> list[EmulatedBot]:
+        return list(self._bots.values())
 
     def add_user(self, user_id: int, first_name: str | None = None, *, last_name: str | None = None,
                  username: str | None = None, language_code: str | None = "en") -> dict[str, Any]:
@@ -196,6 +201,7 @@ async def _serve(host: str, port: int, tokens: list[str]) -> None:
         print(f"Telegram Bot API emulator on {emulator.url}", flush=True)
         for bot in bots:
             print(f"  bot @{bot.user['username']}  token {bot.token}", flush=True)
+        print(f"  web chat {emulator.url}/", flush=True)
         print(f"  Bot API {emulator.base_url}<token>/<method>, files {emulator.base_file_url}<token>/<path>\n"
               f"  test API {emulator.url}{control.PREFIX}/ (bots, users, messages, callback_queries, outbox, ...)",
               flush=True)
