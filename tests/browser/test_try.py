@@ -1,0 +1,210 @@
+"""``python <pack> try`` from a ComfyUI folder, used in headless Chromium, then stopped with SIGTERM.
+
+The folder is laid out as a user's is (the real ComfyUI's files, the pack in ``custom_nodes``
+under a name of its own), so ``try`` finds ComfyUI from the pack's location. The test waits
+for its one line, checks ``/courier/health``, then in the web chat types ``/demo hello`` and
+sees the card, and drops a picture with ``/demoedit`` as caption and sees it inverted. SIGTERM
+must then stop everything it started (ComfyUI, the embedded PostgreSQL and its watcher) and
+remove its data; ``TMPDIR`` points into the test's folder, so nothing of it can hide elsewhere.
+Screenshots go to ``$COURIER_ARTIFACTS/browser`` (else pytest's tmp_path); README's
+``docs/try-chat.png`` is a run's ``try-2-demoedit.png``. Also: the one-line reasons for a
+port in use, a folder without ComfyUI, and a ComfyUI that fails to start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from comfyui_courier.tests.browser.cdp import Chromium
+from comfyui_courier.tests.browser.test_chat import artifacts, drop_file
+from comfyui_courier.tests.fixtures.comfyui import (
+    PACK_FOLDER_NAME,
+    PACK_ROOT,
+    comfyui_python,
+    free_port,
+    processes_under,
+)
+from comfyui_courier.tests.support.requires import require_chromium, require_comfyui
+
+pytestmark = pytest.mark.timeout(600)
+
+READY_S = 300  # a cold ComfyUI on a busy machine, the embedded PostgreSQL's first initdb
+RESULT_S = 120
+STOP_S = 60
+_LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+OWN = ("custom_nodes", "user", "input", "output", "temp", "models")
+"""What a user's ComfyUI folder has of its own; the rest is linked from the real ComfyUI."""
+
+
+def comfyui_folder(comfyui_dir: Path, root: Path) -> Path:
+    """A ComfyUI folder as a user has one, with the pack in custom_nodes."""
+    folder = root / "ComfyUI"
+    for name in OWN:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    for entry in comfyui_dir.iterdir():
+        if entry.name not in OWN and not entry.name.startswith("."):
+            (folder / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    (folder / "custom_nodes" / PACK_FOLDER_NAME).symlink_to(PACK_ROOT, target_is_directory=True)
+    return folder
+
+
+def try_command(folder: Path, port: int, comfyui_port: int, *options: str, comfyui_args: tuple = ()) -> list[str]:
+    # --base-directory: ComfyUI resolves main.py's link, and would use the real folder's custom_nodes
+    return [comfyui_python(folder), str(folder / "custom_nodes" / PACK_FOLDER_NAME), "try", "--port", str(port),
+            "--comfyui-port", str(comfyui_port), *options, "--", "--cpu", "--listen", "127.0.0.1",
+            "--base-directory", str(folder), "--database-url", f"sqlite:///{folder / 'user' / 'comfyui.db'}",
+            *comfyui_args]
+
+
+def environment(tmpdir: Path) -> dict[str, str]:
+    tmpdir.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COURIER_", "TELEGRAM_"))}
+    return {**env, "TMPDIR": str(tmpdir), "COURIER_PROGRESS_INTERVAL_S": "9"}  # try sets its own
+
+
+def get_json(url: str):
+    with _LOCAL.open(url, timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def get_bytes(url: str) -> bytes:
+    with _LOCAL.open(url, timeout=10) as reply:
+        return reply.read()
+
+
+async def read_until(stream: asyncio.StreamReader, marker: str, timeout: float) -> str:
+    lines = []
+    async with asyncio.timeout(timeout):
+        while line := (await stream.readline()).decode():
+            lines.append(line)
+            if marker in line:
+                return line
+    raise AssertionError(f"no {marker!r} before the output ended: {''.join(lines)}")
+
+
+def picture(color: tuple[int, int, int]) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (96, 64), color).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def chromium():
+    return require_chromium()
+
+
+@pytest.fixture
+def folder(tmp_path):
+    return comfyui_folder(require_comfyui(), tmp_path)
+
+
+async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(folder, chromium, tmp_path):
+    shots, tmpdir = artifacts(tmp_path), tmp_path / "tmp"
+    port, comfyui_port = free_port(), free_port()
+    stderr = open(tmp_path / "try.stderr", "wb")
+    process = await asyncio.create_subprocess_exec(
+        *try_command(folder, port, comfyui_port), cwd=folder, env=environment(tmpdir),
+        stdin=subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=stderr)
+    try:
+        line = await read_until(process.stdout, "Courier is ready", READY_S)
+        chat_url = f"http://127.0.0.1:{port}/"
+        assert chat_url in line and "ssh" not in line  # not over SSH here
+        health = get_json(f"http://127.0.0.1:{comfyui_port}/courier/health")["components"]
+        assert {name: health[name]["state"] for name in ("database", "bot", "dispatcher")} == dict.fromkeys(
+            ("database", "bot", "dispatcher"), "ok")
+        (scratch,) = tmpdir.iterdir()
+        pgdata = (scratch / "courier" / "postgres").resolve()
+        assert (pgdata / "PG_VERSION").is_file()
+        (bot,) = get_json(f"{chat_url}_emulator/bots")
+        control = f"{chat_url}_emulator/bots/{bot['token']}"
+
+        async with Chromium(chromium, tmp_path / "profile") as browser:
+            page = await browser.new_page()
+            await page.goto(chat_url)
+            await page.wait_for("document.getElementById('user').options.length === 3", what="the users")
+            await page.type("#text", "/")
+            await page.wait_for("[...document.querySelectorAll('#suggestions b')].some((b) => b.textContent === "
+                                "'/demoedit')", what="the bot's menu")
+            await page.type("#text", "/demo hello")
+            await page.click("#send")
+            await page.wait_for("document.querySelector('.message.from-bot img.media')?.naturalWidth === 512",
+                                RESULT_S, "the /demo card")
+            await page.screenshot(shots / "try-1-demo.png")
+            user_id = int(await page.evaluate("document.getElementById('user').value"))
+            cards = [m for m in get_json(f"{control}/chats/{user_id}") if "document" in m]
+            card = Image.open(io.BytesIO(get_bytes(f"{control}/files/{cards[0]['document']['file_id']}")))
+            assert card.format == "PNG" and card.size == (512, 512)
+
+            await drop_file(page, "#messages", picture((200, 40, 40)), "red.png", "image/png")
+            await page.type("#text", "/demoedit")
+            await page.click("#send")
+            await page.wait_for("[...document.querySelectorAll('.message.from-bot img.media')]"
+                                ".some((img) => img.naturalWidth === 96)", RESULT_S, "the inverted picture")
+            await page.screenshot(shots / "try-2-demoedit.png")
+            assert not page.console, page.console
+        (result,) = [m for m in get_json(f"{control}/chats/{user_id}")
+                     if "document" in m and m["document"]["file_id"] != cards[0]["document"]["file_id"]]
+        inverted = Image.open(io.BytesIO(get_bytes(f"{control}/files/{result['document']['file_id']}")))
+        red, green, blue = inverted.convert("RGB").getpixel((48, 32))
+        assert abs(red - 55) <= 8 and abs(green - 215) <= 8 and abs(blue - 215) <= 8  # 255 - x, after a JPEG photo
+
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), STOP_S) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        stderr.close()
+    assert processes_under(folder) == [] and processes_under(tmpdir) == [] and processes_under(pgdata) == []
+    assert list(tmpdir.iterdir()) == [] and not pgdata.exists(), (tmp_path / "try.stderr").read_text()
+
+
+def run_try(folder: Path, tmp_path: Path, *options: str, port: int | None = None,
+            comfyui_args: tuple = ()) -> subprocess.CompletedProcess:
+    command = try_command(folder, port or free_port(), free_port(), *options, comfyui_args=comfyui_args)
+    return subprocess.run(command, cwd=folder, env=environment(tmp_path / "tmp"), capture_output=True, text=True,
+                          timeout=READY_S)
+
+
+def test_a_port_in_use_is_one_line(folder, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_try(folder, tmp_path, port=port)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"try: port {port} is in use; choose another with --port\n"
+
+
+def test_a_folder_without_comfyui_is_one_line(folder, tmp_path):
+    done = run_try(folder, tmp_path, "--comfyui-dir", str(tmp_path))
+    assert done.returncode == 1
+    assert done.stderr == f"try: no ComfyUI in {tmp_path} (no main.py there); name its folder with --comfyui-dir\n"
+
+
+def test_a_comfyui_that_fails_to_start_is_one_line_and_leaves_nothing(folder, tmp_path):
+    done = run_try(folder, tmp_path, "--timeout", "120", comfyui_args=("--no-such-option",))
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("try: ComfyUI exited with code 2 before it was ready: ")
+    assert "unrecognized arguments: --no-such-option" in done.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_anyone_without_anon_is_one_line(folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.comfyui-courier/bin/anon
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable))
+    done = run_try(folder, tmp_path, "--anyone")
+    assert done.returncode == 1
+    assert done.stderr.startswith("try: --anyone needs the anon binary, which is not installed"), done.stderr
