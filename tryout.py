@@ -117,8 +117,7 @@ async def run(options: Options) -> int:
             waiting.cancel()
             return 130
         stopping.cancel()
-        waiting.result()
-        print(ready_line(options.port), flush=True)
+        print(ready_line(options.port, waiting.result()), flush=True)
         await stop.wait()
     return 0
 
@@ -204,8 +203,8 @@ def start_comfyui(options: Options, env: dict[str, str], log_path: Path) -> subp
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
-async def wait_healthy(comfyui: subprocess.Popen, log_path: Path, options: Options, *, anyone: bool) -> None:
-    """Until the bot, the dispatcher (and Anyone) are ok; ComfyUI's exit or the timeout is a TryError."""
+async def wait_healthy(comfyui: subprocess.Popen, log_path: Path, options: Options, *, anyone: bool) -> dict:
+    """Until the bot, the dispatcher (and Anyone) are ok: their health; ComfyUI's exit or the timeout is a TryError."""
     url = f"http://127.0.0.1:{options.comfyui_port}/courier/health"
     wanted = ("database", "bot", "dispatcher", *(("anyone",) if anyone else ()))
     loop = asyncio.get_running_loop()
@@ -221,7 +220,7 @@ async def wait_healthy(comfyui: subprocess.Popen, log_path: Path, options: Optio
                 async with http.get(url, timeout=aiohttp.ClientTimeout(total=5)) as reply:
                     components = (await reply.json()).get("components", {}) if reply.status == 200 else components
             if all(components.get(name, {}).get("state") == "ok" for name in wanted):
-                return
+                return components
             if components.get("database", {}).get("state") == "error":
                 raise TryError(f"Courier's database did not start: {components['database'].get('reason')}")
             if loop.time() > deadline:
@@ -241,10 +240,12 @@ def last_line(log_path: Path) -> str:
     return lines[-1] if lines else "it wrote nothing"
 
 
-def ready_line(port: int) -> str:
-    """The chat's URL; on a machine reached over SSH, also how to open it from the local one."""
+def ready_line(port: int, health: dict) -> str:
+    """The chat's URL (and the hidden service's); over SSH, also how to open the chat from the local machine."""
     url = f"http://127.0.0.1:{port}/"
     line = f"Courier is ready: chat with the bot at {url} (Ctrl-C stops everything)"
+    if onion := health.get("anyone", {}).get("onion_address"):
+        line += f"; the bot reaches ComfyUI as http://{onion}"
     if ssh := os.environ.get("SSH_CONNECTION", "").split():
         host = ssh[2] if len(ssh) >= 3 else "<this machine>"
         line += f"; from your computer: ssh -N -L {port}:127.0.0.1:{port} {getpass.getuser()}@{host}, then open {url}"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
+import ipaddress
 import itertools
 import re
 import secrets
+import signal
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -186,13 +187,23 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the emulator in the foreground until interrupted (Ctrl-C)."""
     parser = argparse.ArgumentParser(prog="botapi-emulator",
                                      description="Local Telegram Bot API emulator for tests and demos.")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8081, help="port to listen on; 0 picks one (default 8081)")
     parser.add_argument("--token", action="append", default=[],
                         help="bot token to accept (repeatable); one is made up when none is given")
     args = parser.parse_args(argv)
+    if not _is_loopback(args.host):
+        parser.error(f"--host {args.host} is not a loopback address: the test API lists the bots' tokens, "
+                     "so the emulator serves this machine only (reach it from elsewhere over ssh -L or -R)")
     asyncio.run(_serve(args.host, args.port, args.token))
     return 0
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 async def _serve(host: str, port: int, tokens: list[str]) -> None:

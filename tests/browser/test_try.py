@@ -14,6 +14,7 @@ port in use, a folder without ComfyUI, and a ComfyUI that fails to start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -100,6 +101,20 @@ def picture(color: tuple[int, int, int]) -> bytes:
     return buffer.getvalue()
 
 
+async def stop_for_good(process: asyncio.subprocess.Process, folder: Path) -> None:
+    """After a failure: SIGTERM, then SIGKILL, to ``try`` and to anything still running from the folder."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), STOP_S)
+        except asyncio.TimeoutError:
+            process.kill()
+            await process.wait()
+    for pid in processes_under(folder):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.fixture
 def chromium():
     return require_chromium()
@@ -124,7 +139,7 @@ async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(fo
         health = get_json(f"http://127.0.0.1:{comfyui_port}/courier/health")["components"]
         assert {name: health[name]["state"] for name in ("database", "bot", "dispatcher")} == dict.fromkeys(
             ("database", "bot", "dispatcher"), "ok")
-        (scratch,) = tmpdir.iterdir()
+        (scratch,) = tmpdir.glob("courier-try-*")
         pgdata = (scratch / "courier" / "postgres").resolve()
         assert (pgdata / "PG_VERSION").is_file()
         (bot,) = get_json(f"{chat_url}_emulator/bots")
@@ -163,12 +178,10 @@ async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(fo
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), STOP_S) == 0
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await stop_for_good(process, folder)
         stderr.close()
     assert processes_under(folder) == [] and processes_under(tmpdir) == [] and processes_under(pgdata) == []
-    assert list(tmpdir.iterdir()) == [] and not pgdata.exists(), (tmp_path / "try.stderr").read_text()
+    assert list(tmpdir.glob("courier-try-*")) == [] and not pgdata.exists(), (tmp_path / "try.stderr").read_text()
 
 
 def run_try(folder: Path, tmp_path: Path, *options: str, port: int | None = None,
@@ -199,7 +212,7 @@ def test_a_comfyui_that_fails_to_start_is_one_line_and_leaves_nothing(folder, tm
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("try: ComfyUI exited with code 2 before it was ready: ")
     assert "unrecognized arguments: --no-such-option" in done.stderr
-    assert list((tmp_path / "tmp").iterdir()) == []
+    assert list((tmp_path / "tmp").glob("courier-try-*")) == []
 
 
 def test_anyone_without_anon_is_one_line(folder, tmp_path, monkeypatch):
@@ -208,3 +221,39 @@ def test_anyone_without_anon_is_one_line(folder, tmp_path, monkeypatch):
     done = run_try(folder, tmp_path, "--anyone")
     assert done.returncode == 1
     assert done.stderr.startswith("try: --anyone needs the anon binary, which is not installed"), done.stderr
+
+
+async def test_try_with_anyone_reaches_comfyui_only_as_a_hidden_service(folder, anon_binary, tmp_path):
+    """The whole product on one machine: the bot's only backend is ComfyUI's ``.anon`` address."""
+    tmpdir = tmp_path / "tmp"
+    port, comfyui_port = free_port(), free_port()
+    env = {**environment(tmpdir), "COURIER_ANON_BINARY": str(anon_binary)}
+    stderr = open(tmp_path / "try.stderr", "wb")
+    process = await asyncio.create_subprocess_exec(
+        *try_command(folder, port, comfyui_port, "--anyone"), cwd=folder, env=env,
+        stdin=subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=stderr)
+    try:
+        line = await read_until(process.stdout, "Courier is ready", READY_S)
+        health = get_json(f"http://127.0.0.1:{comfyui_port}/courier/health")["components"]
+        onion = health["anyone"]["onion_address"]
+        assert health["anyone"]["state"] == "ok" and onion.endswith(".anon") and f"http://{onion}" in line
+        (bot,) = get_json(f"http://127.0.0.1:{port}/_emulator/bots")
+        control = f"http://127.0.0.1:{port}/_emulator/bots/{bot['token']}"
+        request = urllib.request.Request(f"{control}/messages", method="POST", headers={
+            "Content-Type": "application/json"}, data=json.dumps({"user_id": 42, "text": "/demo onion"}).encode())
+        with _LOCAL.open(request, timeout=10) as reply:
+            sent = json.loads(reply.read())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESULT_S
+        while not (cards := [m for m in get_json(f"{control}/chats/42") if "document" in m]):
+            assert loop.time() < deadline, get_json(f"{control}/chats/42")
+            await asyncio.sleep(0.5)
+        assert cards[0]["reply_to_message"]["message_id"] == sent["message_id"]
+        (scratch,) = tmpdir.glob("courier-try-*")
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), STOP_S) == 0
+    finally:
+        await stop_for_good(process, folder)
+        stderr.close()
+    assert processes_under(folder) == [] and processes_under(scratch) == []  # anon and the private network too
+    assert not scratch.exists(), (tmp_path / "try.stderr").read_text()

@@ -10,7 +10,7 @@ const DEFAULT_USERS = [
 const $ = (id) => document.getElementById(id);
 const state = {bot: null, users: [], user: null, view: {messages: [], menu: [], answers: []},
                replyTo: null, attachment: null, events: null, rendered: new Map(), shownAnswers: new Set(),
-               pendingQueries: new Set()};
+               pendingQueries: new Set(), atBottom: true};
 
 async function call(path, options = {}) {
   const reply = await fetch(API + path, options);
@@ -80,7 +80,6 @@ function follow() {
 function show(view) {
   state.view = view;
   const list = $("messages");
-  const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 80;
   const ids = new Set(view.messages.map((message) => message.message_id));
   for (const [id, entry] of state.rendered) {
     if (!ids.has(id)) { entry.element.remove(); state.rendered.delete(id); }
@@ -100,8 +99,13 @@ function show(view) {
     }
     previous = entry.element;
   }
-  if (atBottom) list.scrollTop = list.scrollHeight;
+  keepAtBottom();
   showAnswers();
+}
+
+function keepAtBottom() {
+  // As a chat app does: new messages (and pictures as they load) stay in view unless the user scrolled up.
+  if (state.atBottom) $("messages").scrollTop = $("messages").scrollHeight;
 }
 
 function showAnswers() {
@@ -175,6 +179,7 @@ function renderMedia(message) {
     img.className = "media";
     img.src = fileUrl(fileId);
     img.alt = img.title = title;
+    img.addEventListener("load", keepAtBottom);
     return img;
   };
   if (message.photo) {
@@ -185,6 +190,7 @@ function renderMedia(message) {
     const video = document.createElement("video");
     video.className = "media";
     video.src = fileUrl(media.file_id);
+    video.addEventListener("loadedmetadata", keepAtBottom);
     Object.assign(video, {controls: true, muted: true, loop: true, autoplay: true, playsInline: true});
     box.append(video, link(media.file_id, `Download ${media.file_name || "video"}`, true));
   } else if (message.document) {
@@ -348,6 +354,9 @@ function wire() {
   $("user").addEventListener("change", () => chooseUser($("user").value));
   $("add-user").addEventListener("click", (event) => { event.preventDefault(); addUser(); });
   const list = $("messages");
+  list.addEventListener("scroll", () => {
+    state.atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  });
   list.addEventListener("dragover", (event) => { event.preventDefault(); list.classList.add("dropping"); });
   list.addEventListener("dragleave", () => list.classList.remove("dropping"));
   list.addEventListener("drop", (event) => {
