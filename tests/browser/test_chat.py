@@ -41,12 +41,17 @@ def png(color: str, size: tuple[int, int] = (64, 48)) -> bytes:
     return buffer.getvalue()
 
 
+def file_expression(data: bytes, name: str, mime: str) -> str:
+    """JavaScript for a ``File`` holding ``data``, as a picker or a drop hands it to the page."""
+    return (f"new File([Uint8Array.from(atob({json.dumps(base64.b64encode(data).decode())}), (c) => c.charCodeAt(0))],"
+            f" {json.dumps(name)}, {{type: {json.dumps(mime)}}})")
+
+
 async def drop_file(page, selector: str, data: bytes, name: str, mime: str) -> None:
     """A drag-and-drop of a file onto ``selector``, as the browser's drop event carries it."""
     await page.evaluate(f"""(() => {{
-        const bytes = Uint8Array.from(atob({json.dumps(base64.b64encode(data).decode())}), (c) => c.charCodeAt(0));
         const transfer = new DataTransfer();
-        transfer.items.add(new File([bytes], {json.dumps(name)}, {{type: {json.dumps(mime)}}}));
+        transfer.items.add({file_expression(data, name, mime)});
         document.querySelector({json.dumps(selector)}).dispatchEvent(
             new DragEvent('drop', {{dataTransfer: transfer, bubbles: true, cancelable: true}}));
     }})()""")
@@ -55,9 +60,8 @@ async def drop_file(page, selector: str, data: bytes, name: str, mime: str) -> N
 async def pick_file(page, data: bytes, name: str, mime: str) -> None:
     """The file picker's outcome: the input holds the file and fires ``change``."""
     await page.evaluate(f"""(() => {{
-        const bytes = Uint8Array.from(atob({json.dumps(base64.b64encode(data).decode())}), (c) => c.charCodeAt(0));
         const transfer = new DataTransfer();
-        transfer.items.add(new File([bytes], {json.dumps(name)}, {{type: {json.dumps(mime)}}}));
+        transfer.items.add({file_expression(data, name, mime)});
         const input = document.getElementById('file');
         input.files = transfer.files;
         input.dispatchEvent(new Event('change'));

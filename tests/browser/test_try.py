@@ -101,6 +101,18 @@ def picture(color: tuple[int, int, int]) -> bytes:
     return buffer.getvalue()
 
 
+@contextlib.asynccontextmanager
+async def running_try(folder: Path, port: int, comfyui_port: int, env: dict[str, str], *options: str):
+    """``try`` as a subprocess, its stderr in its stdout; stopped for good whatever happens."""
+    process = await asyncio.create_subprocess_exec(
+        *try_command(folder, port, comfyui_port, *options), cwd=folder, env=env, stdin=subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        yield process
+    finally:
+        await stop_for_good(process, folder)
+
+
 async def stop_for_good(process: asyncio.subprocess.Process, folder: Path) -> None:
     """After a failure: SIGTERM, then SIGKILL, to ``try`` and to anything still running from the folder."""
     if process.returncode is None:
@@ -128,11 +140,7 @@ def folder(tmp_path):
 async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(folder, chromium, tmp_path):
     shots, tmpdir = artifacts(tmp_path), tmp_path / "tmp"
     port, comfyui_port = free_port(), free_port()
-    stderr = open(tmp_path / "try.stderr", "wb")
-    process = await asyncio.create_subprocess_exec(
-        *try_command(folder, port, comfyui_port), cwd=folder, env=environment(tmpdir),
-        stdin=subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=stderr)
-    try:
+    async with running_try(folder, port, comfyui_port, environment(tmpdir)) as process:
         line = await read_until(process.stdout, "Courier is ready", READY_S)
         chat_url = f"http://127.0.0.1:{port}/"
         assert chat_url in line and "ssh" not in line  # not over SSH here
@@ -147,6 +155,8 @@ async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(fo
 
         async with Chromium(chromium, tmp_path / "profile") as browser:
             page = await browser.new_page()
+            await page.send("Emulation.setDeviceMetricsOverride", {"width": 760, "height": 1000,
+                                                                   "deviceScaleFactor": 1, "mobile": False})
             await page.goto(chat_url)
             await page.wait_for("document.getElementById('user').options.length === 3", what="the users")
             await page.type("#text", "/")
@@ -167,6 +177,9 @@ async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(fo
             await page.click("#send")
             await page.wait_for("[...document.querySelectorAll('.message.from-bot img.media')]"
                                 ".some((img) => img.naturalWidth === 96)", RESULT_S, "the inverted picture")
+            await page.wait_for("[...document.querySelectorAll('img.media')].every((img) => img.complete) && (list =>"
+                                " list.scrollHeight - list.scrollTop - list.clientHeight < 2)(document.getElementById("
+                                "'messages'))", what="every picture loaded and the newest message in view")
             await page.screenshot(shots / "try-2-demoedit.png")
             assert not page.console, page.console
         (result,) = [m for m in get_json(f"{control}/chats/{user_id}")
@@ -177,18 +190,16 @@ async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(fo
 
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), STOP_S) == 0
-    finally:
-        await stop_for_good(process, folder)
-        stderr.close()
+        said = (await process.stdout.read()).decode()
     assert processes_under(folder) == [] and processes_under(tmpdir) == [] and processes_under(pgdata) == []
-    assert list(tmpdir.glob("courier-try-*")) == [] and not pgdata.exists(), (tmp_path / "try.stderr").read_text()
+    assert list(tmpdir.glob("courier-try-*")) == [] and not pgdata.exists(), said
 
 
 def run_try(folder: Path, tmp_path: Path, *options: str, port: int | None = None,
             comfyui_args: tuple = ()) -> subprocess.CompletedProcess:
     command = try_command(folder, port or free_port(), free_port(), *options, comfyui_args=comfyui_args)
     return subprocess.run(command, cwd=folder, env=environment(tmp_path / "tmp"), capture_output=True, text=True,
-                          timeout=READY_S)
+                          timeout=READY_S, check=False)
 
 
 def test_a_port_in_use_is_one_line(folder, tmp_path):
@@ -228,11 +239,7 @@ async def test_try_with_anyone_reaches_comfyui_only_as_a_hidden_service(folder, 
     tmpdir = tmp_path / "tmp"
     port, comfyui_port = free_port(), free_port()
     env = {**environment(tmpdir), "COURIER_ANON_BINARY": str(anon_binary)}
-    stderr = open(tmp_path / "try.stderr", "wb")
-    process = await asyncio.create_subprocess_exec(
-        *try_command(folder, port, comfyui_port, "--anyone"), cwd=folder, env=env,
-        stdin=subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=stderr)
-    try:
+    async with running_try(folder, port, comfyui_port, env, "--anyone") as process:
         line = await read_until(process.stdout, "Courier is ready", READY_S)
         health = get_json(f"http://127.0.0.1:{comfyui_port}/courier/health")["components"]
         onion = health["anyone"]["onion_address"]
@@ -252,8 +259,6 @@ async def test_try_with_anyone_reaches_comfyui_only_as_a_hidden_service(folder, 
         (scratch,) = tmpdir.glob("courier-try-*")
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), STOP_S) == 0
-    finally:
-        await stop_for_good(process, folder)
-        stderr.close()
+        said = (await process.stdout.read()).decode()
     assert processes_under(folder) == [] and processes_under(scratch) == []  # anon and the private network too
-    assert not scratch.exists(), (tmp_path / "try.stderr").read_text()
+    assert not scratch.exists(), said
