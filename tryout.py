@@ -113,17 +113,16 @@ async def run(options: Options) -> int:
         waiting = asyncio.ensure_future(wait_healthy(comfyui, log_path, options, anyone=anon is not None))
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait((waiting, stopping), return_when=asyncio.FIRST_COMPLETED)
-        if not waiting.done():
-            waiting.cancel()
-            return 130
-        stopping.cancel()
-        print(ready_line(options.port, waiting.result()), flush=True)
-        await stop.wait()
+        if waiting.done():  # else stopped while ComfyUI was starting
+            print(ready_line(options.port, waiting.result()), flush=True)
+            await stopping
+        waiting.cancel()
     return 0
 
 
 def check_port_free(port: int, option: str) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp and ComfyUI bind
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
@@ -149,7 +148,8 @@ async def start_emulator(port: int):
     try:
         await emulator.start()
     except OSError as error:
-        raise TryError(f"the web chat cannot listen on port {port}: {error.strerror}; choose another with --port")
+        raise TryError(f"the web chat cannot listen on port {port}: {error.strerror}; "
+                       "choose another with --port") from None
     emulator.add_bot(BOT_TOKEN, username="courier_try_bot", first_name="Courier")
     return emulator
 

@@ -4,7 +4,7 @@ No ComfyUI here (tests/browser/test_try.py has the whole chain): the bot's side 
 made by the test, so the page is checked against each thing a bot can do to a chat —
 the command menu per language, an inline keyboard whose press reaches the bot as a
 callback query and whose answer shows as a toast, a live edit, a reply, a photo sent with
-a drag-and-drop and a file sent with the picker. Screenshots go to ``$COURIER_ARTIFACTS``
+a drag-and-drop, a file sent with the picker, the bot's lossless file and video inline. Screenshots go to ``$COURIER_ARTIFACTS``
 (else pytest's tmp_path), ``browser/chat-*.png``.
 """
 
@@ -22,6 +22,7 @@ from PIL import Image
 from telegram import BotCommand, BotCommandScopeAllPrivateChats, InlineKeyboardButton, InlineKeyboardMarkup
 
 from comfyui_courier.tests.browser.cdp import Chromium
+from comfyui_courier.tests.emulator.test_botapi import mp4_header
 from comfyui_courier.tests.support.requires import require_chromium
 
 pytestmark = pytest.mark.timeout(120)
@@ -147,11 +148,17 @@ async def test_the_web_chat_shows_what_the_bot_does_and_plays_the_user(botapi, b
         await page.click("#send")
         document = await botapi.wait_for(lambda: next((m for m in botapi_bot.history(ADA) if "document" in m), None))
         assert botapi_bot.file_bytes(document["document"]["file_id"]) == png("green")
-        await tg.send_document(ADA, png("red", (80, 60)), filename="result.png", caption="the lossless file")
+        result = png("red", (80, 60))
+        await tg.send_document(ADA, result, filename="result.png", caption="the lossless file")
         await page.wait_for("document.querySelector('.message.from-bot img.media')?.naturalWidth === 80",
                             what="the bot's document shown inline")
-        link = await page.evaluate("document.querySelector('.message.from-bot img.media').closest('a').href")
-        assert "/files/" in link
+        behind_the_click = await page.evaluate(
+            "fetch(document.querySelector('.message.from-bot img.media').closest('a').href)"
+            ".then((reply) => reply.arrayBuffer()).then((body) => [...new Uint8Array(body)])")
+        assert bytes(behind_the_click) == result
+        await tg.send_video(ADA, mp4_header(320, 240, 2), filename="clip.mp4", supports_streaming=True)
+        await page.wait_for("document.querySelector('.message.from-bot video.media')?.src.includes('/files/')",
+                            what="the video inline")
         await page.screenshot(shots / "chat-2-media.png")
 
         # another user: their own chat, their language's menu

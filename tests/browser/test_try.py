@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from comfyui_courier.config import Secret, Settings, load_settings
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.browser.test_chat import artifacts, drop_file
 from comfyui_courier.tests.fixtures.comfyui import (
@@ -38,6 +39,7 @@ from comfyui_courier.tests.fixtures.comfyui import (
     processes_under,
 )
 from comfyui_courier.tests.support.requires import require_chromium, require_comfyui
+from comfyui_courier.tryout import BOT_TOKEN, courier_environment, ready_line
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -63,7 +65,8 @@ def comfyui_folder(comfyui_dir: Path, root: Path) -> Path:
 
 def try_command(folder: Path, port: int, comfyui_port: int, *options: str, comfyui_args: tuple = ()) -> list[str]:
     # --base-directory: ComfyUI resolves main.py's link, and would use the real folder's custom_nodes
-    return [comfyui_python(folder), str(folder / "custom_nodes" / PACK_FOLDER_NAME), "try", "--port", str(port),
+    python = comfyui_python((folder / "main.py").resolve().parent)  # the real ComfyUI's, as a user runs it
+    return [python, str(folder / "custom_nodes" / PACK_FOLDER_NAME), "try", "--port", str(port),
             "--comfyui-port", str(comfyui_port), *options, "--", "--cpu", "--listen", "127.0.0.1",
             "--base-directory", str(folder), "--database-url", f"sqlite:///{folder / 'user' / 'comfyui.db'}",
             *comfyui_args]
@@ -262,3 +265,41 @@ async def test_try_with_anyone_reaches_comfyui_only_as_a_hidden_service(folder, 
         said = (await process.stdout.read()).decode()
     assert processes_under(folder) == [] and processes_under(scratch) == []  # anon and the private network too
     assert not scratch.exists(), said
+
+
+async def test_a_stop_before_ready_stops_comfyui_and_removes_the_data(folder, tmp_path):
+    """Ctrl-C while ComfyUI is still starting (a terminal's SIGINT reaches ``try``, not ComfyUI)."""
+    tmpdir = tmp_path / "tmp"
+    async with running_try(folder, free_port(), free_port(), environment(tmpdir)) as process:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READY_S
+        while not [pid for pid in processes_under(folder) if b"main.py" in Path(f"/proc/{pid}/cmdline").read_bytes()]:
+            assert loop.time() < deadline and process.returncode is None, "ComfyUI never started"
+            await asyncio.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), STOP_S) == 0
+        said = (await process.stdout.read()).decode()
+    assert processes_under(folder) == [] and processes_under(tmpdir) == [], said
+    assert list(tmpdir.glob("courier-try-*")) == [] and "Courier is ready" not in said, said
+
+
+def test_the_ready_line_over_ssh_names_the_tunnel(monkeypatch):
+    monkeypatch.setenv("SSH_CONNECTION", "192.0.2.7 51000 192.0.2.5 22")
+    monkeypatch.setenv("USER", "ada")
+    monkeypatch.setenv("LOGNAME", "ada")
+    line = ready_line(8081, {"anyone": {"state": "off"}})
+    assert line.startswith("Courier is ready: chat with the bot at http://127.0.0.1:8081/")
+    assert "ssh -N -L 8081:127.0.0.1:8081 ada@192.0.2.5, then open http://127.0.0.1:8081/" in line
+    assert "\n" not in line
+
+
+def test_courier_runs_with_its_defaults_whatever_the_environment_or_courier_toml(monkeypatch, tmp_path):
+    """A real bot's token, database or webhook must not leak into the try."""
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "42:the-real-bot")
+    monkeypatch.setenv("COURIER_DATABASE_URL", "postgresql://real/db")
+    (tmp_path / "courier.toml").write_text('database_url = "postgresql://toml/db"\nwebhook_url = "https://x"\n'
+                                           "allowed_users = [1]\nanyone_enabled = true\n")
+    env = courier_environment("http://127.0.0.1:8081", tmp_path / "data")
+    settings = load_settings(tmp_path / "courier.toml", environ=env)
+    assert settings == Settings(telegram_bot_token=Secret(BOT_TOKEN), telegram_api_url="http://127.0.0.1:8081",
+                                data_dir=str(tmp_path / "data"), progress_interval_s=1)
