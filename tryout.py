@@ -218,6 +218,9 @@ async def wait_healthy(comfyui: subprocess.Popen, log_path: Path, options: Optio
                                f"{last_line(log_path)} ({kept})")
             with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, ValueError):
                 async with http.get(url, timeout=aiohttp.ClientTimeout(total=5)) as reply:
+                    if reply.status == 404:  # ComfyUI serves once every custom node has loaded
+                        raise TryError(f"ComfyUI in {options.comfyui_dir} runs without this pack "
+                                       "(no /courier/health); is the pack in its custom_nodes?")
                     components = (await reply.json()).get("components", {}) if reply.status == 200 else components
             if all(components.get(name, {}).get("state") == "ok" for name in wanted):
                 return components

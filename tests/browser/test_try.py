@@ -63,10 +63,11 @@ def comfyui_folder(comfyui_dir: Path, root: Path) -> Path:
     return folder
 
 
-def try_command(folder: Path, port: int, comfyui_port: int, *options: str, comfyui_args: tuple = ()) -> list[str]:
+def try_command(folder: Path, port: int, comfyui_port: int, *options: str, comfyui_args: tuple = (),
+                pack: Path | None = None) -> list[str]:
     # --base-directory: ComfyUI resolves main.py's link, and would use the real folder's custom_nodes
     python = comfyui_python((folder / "main.py").resolve().parent)  # the real ComfyUI's, as a user runs it
-    return [python, str(folder / "custom_nodes" / PACK_FOLDER_NAME), "try", "--port", str(port),
+    return [python, str(pack or folder / "custom_nodes" / PACK_FOLDER_NAME), "try", "--port", str(port),
             "--comfyui-port", str(comfyui_port), *options, "--", "--cpu", "--listen", "127.0.0.1",
             "--base-directory", str(folder), "--database-url", f"sqlite:///{folder / 'user' / 'comfyui.db'}",
             *comfyui_args]
@@ -227,6 +228,16 @@ def test_a_comfyui_that_fails_to_start_is_one_line_and_leaves_nothing(folder, tm
     assert done.stderr.startswith("try: ComfyUI exited with code 2 before it was ready: ")
     assert "unrecognized arguments: --no-such-option" in done.stderr
     assert list((tmp_path / "tmp").glob("courier-try-*")) == []
+
+
+def test_a_comfyui_without_the_pack_is_one_line_and_leaves_nothing(folder, tmp_path):
+    (folder / "custom_nodes" / PACK_FOLDER_NAME).unlink()
+    command = try_command(folder, free_port(), free_port(), "--comfyui-dir", str(folder), pack=PACK_ROOT)
+    done = subprocess.run(command, cwd=folder, env=environment(tmp_path / "tmp"), capture_output=True, text=True,
+                          timeout=READY_S, check=False)
+    assert done.returncode == 1 and done.stderr == (
+        f"try: ComfyUI in {folder} runs without this pack (no /courier/health); is the pack in its custom_nodes?\n")
+    assert processes_under(folder) == [] and list((tmp_path / "tmp").glob("courier-try-*")) == []
 
 
 def test_anyone_without_anon_is_one_line(folder, tmp_path, monkeypatch):
