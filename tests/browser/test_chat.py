@@ -98,6 +98,9 @@ async def test_the_web_chat_shows_what_the_bot_does_and_plays_the_user(botapi, b
             f"{botapi_bot.user['first_name']} @{botapi_bot.user['username']}")
 
         # the command menu as suggestions, in the user's language
+        await page.click("#menu-button")
+        await page.wait_for("[...document.querySelectorAll('#suggestions b')].map((b) => b.textContent).join() "
+                            "=== '/demo,/help'", what="the whole menu")
         await page.type("#text", "/d")
         await page.wait_for("document.querySelector('#suggestions li b')?.textContent === '/demo'", what="suggestions")
         assert "Cards from your text" in await page.evaluate("document.getElementById('suggestions').textContent")

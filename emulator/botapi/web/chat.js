@@ -10,7 +10,7 @@ const DEFAULT_USERS = [
 const $ = (id) => document.getElementById(id);
 const state = {bot: null, users: [], user: null, view: {messages: [], menu: [], answers: []},
                replyTo: null, attachment: null, events: null, rendered: new Map(), shownAnswers: new Set(),
-               pendingQueries: new Set(), atBottom: true};
+               pendingQueries: new Set(), atBottom: true, wholeMenu: false};
 
 async function call(path, options = {}) {
   const reply = await fetch(API + path, options);
@@ -54,6 +54,7 @@ function chooseUser(id) {
   $("user").value = state.user.id;
   localStorage.setItem("courier-chat-user", state.user.id);
   state.rendered.clear();
+  state.view = {messages: [], menu: [], answers: []};
   $("messages").replaceChildren();
   setReply(null);
   follow();
@@ -101,6 +102,7 @@ function show(view) {
   }
   keepAtBottom();
   showAnswers();
+  if (document.activeElement === $("text")) suggest(); // the menu may have come (or changed) since the last key
 }
 
 function keepAtBottom() {
@@ -307,12 +309,14 @@ async function send(textOverride) {
   if (textOverride === undefined) $("text").value = "";
   setAttachment(null);
   setReply(null);
-  suggest();
+  suggest(false);
 }
 
 // --- command menu ------------------------------------------------------------
 
-function suggest(all = false) {
+function suggest(all = state.wholeMenu) {
+  // The commands that start with what is typed after "/"; the menu button lists them all.
+  state.wholeMenu = all;
   const list = $("suggestions");
   const value = $("text").value;
   const word = value.startsWith("/") && !value.includes(" ") ? value.slice(1).toLowerCase() : null;
@@ -333,15 +337,15 @@ function suggest(all = false) {
 function complete(command) {
   $("text").value = `/${command} `;
   $("text").focus();
-  suggest();
+  suggest(false);
 }
 
 // --- wiring ------------------------------------------------------------------
 
 function wire() {
   $("send-form").addEventListener("submit", (event) => { event.preventDefault(); send(); });
-  $("text").addEventListener("input", () => suggest());
-  $("text").addEventListener("blur", () => { $("suggestions").hidden = true; });
+  $("text").addEventListener("input", () => suggest(false));
+  $("text").addEventListener("blur", () => { $("suggestions").hidden = true; state.wholeMenu = false; });
   $("text").addEventListener("keydown", (event) => {
     const active = document.querySelector("#suggestions:not([hidden]) li.active");
     if (event.key === "Tab" && active) { event.preventDefault(); complete(active.dataset.command); }
