@@ -166,6 +166,11 @@ async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(fo
             await page.type("#text", "/")
             await page.wait_for("[...document.querySelectorAll('#suggestions b')].some((b) => b.textContent === "
                                 "'/demoedit')", what="the bot's menu")
+            menus = {user["language_code"]: get_json(f"{control}/menu/{user['id']}")
+                     for user in get_json(f"{chat_url}_emulator/users")}
+            assert {tuple(c["command"] for c in menu) for menu in menus.values()} == {
+                tuple(c["command"] for c in menus["en"])}  # the same commands for every user ...
+            assert len({json.dumps(menu) for menu in menus.values()}) == len(menus) == 3  # ... in their language
             await page.type("#text", "/demo hello")
             await page.click("#send")
             await page.wait_for("document.querySelector('.message.from-bot img.media')?.naturalWidth === 512",
