@@ -1,8 +1,12 @@
-"""Claims jobs from PostgreSQL and runs each on a ComfyUI backend, one at a time per backend.
+"""Claims jobs from PostgreSQL and runs them on ComfyUI backends, a few at a time per backend.
 
-Every backend has one worker task: claim (fair across users, SKIP LOCKED), run,
-deliver, record. Workers sleep on a NOTIFY from enqueue, with a slow poll as a
-safety net. A claimed job holds a lease that the worker extends while it runs;
+Every backend has one worker task that claims jobs (fair across users, SKIP LOCKED)
+while the backend has a free slot, and runs each in a task of its own: run, deliver,
+record. A backend has ``pipeline_depth`` slots, counting the running prompt, so the
+next job's upload and ``POST /prompt`` happen while the current one runs and ComfyUI
+starts it from its own queue. A job that must have its backend alone (a ``/bench``
+session) waits for the others to end and holds every slot. Workers sleep on a NOTIFY
+from enqueue, with a slow poll as a safety net. A claimed job holds a lease that the worker extends while it runs;
 if this process dies (ComfyUI skips cleanup on SIGTERM) the lease expires and
 the housekeeping of any live dispatcher puts the job back in the queue.
 """
@@ -17,6 +21,7 @@ import secrets
 import socket
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
 from .. import i18n
 from ..config import Settings
@@ -37,6 +42,8 @@ BACKEND_RETRY_S = 5.0
 
 RUNNERS: dict[str, Runner] = {prompt_job.KIND: prompt_job.run, bench.KIND: bench.run_job}
 """Job kind (``job.params["kind"]``, a prompt job when absent) -> its runner."""
+ALONE = frozenset({bench.KIND})
+"""Kinds that hold their backend alone: a benchmark session measures nothing else's runs."""
 
 
 @dataclasses.dataclass
@@ -47,6 +54,25 @@ class ActiveJob:
     prompt_id: str
     task: asyncio.Task | None = None
     cancelled_by_user: bool = False
+
+
+class Slots:
+    """The prompts one backend may hold at once (queued in ComfyUI or running).
+
+    Only the backend's worker takes slots, so a job taking the rest of them waits for
+    the others to end and cannot be overtaken.
+    """
+
+    def __init__(self, depth: int):
+        self.depth = depth
+        self._free = asyncio.Semaphore(depth)
+
+    async def take(self) -> None:
+        await self._free.acquire()
+
+    def give_back(self, count: int = 1) -> None:
+        for _ in range(count):
+            self._free.release()
 
 
 class Dispatcher:
@@ -91,31 +117,63 @@ class Dispatcher:
             return False
         active.cancelled_by_user = True
         active.task.cancel()
-        with contextlib.suppress(ComfyError):
+        await asyncio.wait([active.task])  # a POST /prompt under way has ended: nothing is queued after this
+        with contextlib.suppress(ComfyError):  # deletes it from ComfyUI's queue, or interrupts it running
             await active.client.cancel(active.prompt_id)
         return True
 
     async def _worker(self, client: ComfyClient) -> None:
-        while True:
-            self._wakeup.clear()
-            try:
-                job = await jobs.claim(self.store.pool, self.worker_id, LEASE_S, backend=client.base_url)
-            except Exception:
-                log.exception("claiming a job failed")
-                job = None
-            if job is None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
-                continue
-            active = ActiveJob(client, str(uuid.uuid4()))
-            active.task = asyncio.create_task(self._run(job, active), name=f"courier-job-{job.id}")
-            self._running[job.id] = active
-            try:  # cancelling the worker (shutdown) cancels the job too
-                retry_backend = await active.task
-            finally:
-                self._running.pop(job.id, None)
-            if retry_backend:
+        slots = Slots(self.settings.pipeline_depth)
+        tasks: set[asyncio.Task] = set()
+        try:
+            while True:
+                await slots.take()
+                job = await self._claim(client)
+                if job is None:
+                    slots.give_back()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
+                    continue
+                alone = job.params.get("kind", prompt_job.KIND) in ALONE
+                active = ActiveJob(client, str(uuid.uuid4()))
+                active.task = asyncio.create_task(self._hold_slots(job, active, slots, alone),
+                                                  name=f"courier-job-{job.id}")
+                self._running[job.id] = active
+                tasks.add(active.task)
+                active.task.add_done_callback(tasks.discard)
+                if alone:  # claims nothing more until the session has ended
+                    await asyncio.wait([active.task])
+        finally:  # shutdown: the jobs go back to the queue
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _claim(self, client: ComfyClient):
+        self._wakeup.clear()
+        try:
+            return await jobs.claim(self.store.pool, self.worker_id, LEASE_S, backend=client.base_url)
+        except Exception:
+            log.exception("claiming a job failed")
+            return None
+
+    async def _hold_slots(self, job, active: ActiveJob, slots: Slots, alone: bool) -> None:
+        """Run a job in the slot its worker took (in all of them if it runs ``alone``)."""
+        held = 1
+
+        async def take_the_rest() -> None:
+            nonlocal held
+            while held < slots.depth:
+                await slots.take()
+                held += 1
+
+        try:
+            backend_down = await self._run(job, active, take_the_rest if alone else None)
+            self._running.pop(job.id, None)
+            if backend_down:
                 await asyncio.sleep(BACKEND_RETRY_S)  # back off from a backend that is down
+        finally:
+            self._running.pop(job.id, None)
+            slots.give_back(held)
 
     async def _housekeeping(self) -> None:
         while True:
@@ -131,8 +189,12 @@ class Dispatcher:
             await asyncio.sleep(LEASE_S / 3)
             await jobs.extend_lease(self.store.pool, job_id, self.worker_id, LEASE_S)
 
-    async def _run(self, job, active: ActiveJob) -> bool:
-        """Run one claimed job to a final state; True if the backend was unreachable."""
+    async def _run(self, job, active: ActiveJob, wait_turn: Callable[[], Awaitable[None]] | None = None) -> bool:
+        """Run one claimed job to a final state; True if the backend was unreachable.
+
+        ``wait_turn`` is awaited first, under the job's lease (the other jobs of a backend
+        that this one must have alone may run for long).
+        """
         client = active.client
         language = i18n.pick_language(job.params.get("language"), self.settings.language)
 
@@ -143,6 +205,8 @@ class Dispatcher:
         lease = asyncio.create_task(self._keep_lease(job.id), name=f"courier-lease-{job.id}")
         started = time.monotonic()
         try:
+            if wait_turn is not None:
+                await wait_turn()
             await progress.update(say("running", name=job.command))
             runner = RUNNERS[job.params.get("kind", prompt_job.KIND)]
             run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say)
