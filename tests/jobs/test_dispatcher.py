@@ -19,13 +19,14 @@ from comfyui_courier.tests.support.graphs import cpu_bound
 
 FIRST, SECOND = 301, 302
 FLOODER, OTHERS = 310, (311, 312, 313)
+ADMIN = 320
 TIMEOUT_S = 120.0
 
 
 @pytest.fixture
 async def courier(comfyui, botapi, botapi_bot, pg_database, tmp_path, request):
-    env = {"COURIER_ALLOWED_USERS": ",".join(map(str, (FIRST, SECOND, FLOODER, *OTHERS))),
-           "COURIER_PIPELINE_DEPTH": "2", **getattr(request, "param", {})}
+    env = {"COURIER_ALLOWED_USERS": ",".join(map(str, (FIRST, SECOND, FLOODER, *OTHERS, ADMIN))),
+           "COURIER_ADMIN_USERS": str(ADMIN), "COURIER_PIPELINE_DEPTH": "2", **getattr(request, "param", {})}
     async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path, **env) as service:
         await commands.put_command(service.store.pool, "busy", workflow=cpu_bound(1024, 8),
                                    description="CPU-bound test graph")
@@ -128,3 +129,36 @@ async def test_the_round_robin_holds_with_pipelining(courier, comfyui, botapi_bo
 
     botapi_bot.inject_text(FLOODER, "/cancel")
     await to_chat(FLOODER, "sendMessage", botapi_bot, "Cancelled")
+
+
+async def test_a_bench_session_has_its_backend_alone(courier, comfyui, botapi_bot):
+    """The session waits for the job before it and the job after it waits for the session:
+    ComfyUI never holds a prompt of the session beside another job's."""
+    botapi_bot.inject_text(FIRST, "/busy before")
+    await eventually(lambda: running_for(comfyui.url, FIRST), "the first job running")
+    botapi_bot.inject_text(ADMIN, "/bench busy 1")
+    await eventually(lambda: admin_claimed(courier), "the session claimed")
+    botapi_bot.inject_text(SECOND, "/busy after")
+    mixed = []
+
+    async def watch() -> None:
+        while True:
+            running, pending = await comfy_queue(comfyui.url)
+            users = {user for user, _ in running + pending}
+            if ADMIN in users and users - {ADMIN}:
+                mixed.append((running, pending))
+            await asyncio.sleep(0.02)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        await to_chat(ADMIN, "sendMessage", botapi_bot, "Benchmark: busy")
+        await to_chat(SECOND, "editMessageText", botapi_bot, "Done")
+    finally:
+        watcher.cancel()
+    assert not mixed, mixed
+    assert [(row["user_id"], row["status"]) for row in await job_rows(courier)] == [
+        (FIRST, "succeeded"), (ADMIN, "succeeded"), (SECOND, "succeeded")]
+
+
+async def admin_claimed(courier) -> bool:
+    return any(row["user_id"] == ADMIN and row["status"] == "running" for row in await job_rows(courier))
