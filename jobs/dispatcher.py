@@ -21,7 +21,6 @@ import secrets
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 
 from .. import i18n
 from ..config import Settings
@@ -59,8 +58,9 @@ class ActiveJob:
 class Slots:
     """The prompts one backend may hold at once (queued in ComfyUI or running).
 
-    Only the backend's worker takes slots, so a job taking the rest of them waits for
-    the others to end and cannot be overtaken.
+    Only the backend's worker takes slots, one before each claim, and the job it claims
+    holds it (``Hold``). A job that must have the backend alone takes the rest of them
+    before it starts, while its worker claims nothing, so nobody can overtake it.
     """
 
     def __init__(self, depth: int):
@@ -73,6 +73,26 @@ class Slots:
     def give_back(self, count: int = 1) -> None:
         for _ in range(count):
             self._free.release()
+
+
+class Hold:
+    """The slots one claimed job holds: the one its worker took, or all of them (``alone``)."""
+
+    def __init__(self, slots: Slots, alone: bool):
+        self.slots = slots
+        self.alone = alone
+        self.count = 1
+
+    async def wait_turn(self) -> None:
+        """Return once the job may start: at once, or (``alone``) when the backend's other jobs have ended."""
+        while self.alone and self.count < self.slots.depth:
+            await self.slots.take()
+            self.count += 1
+
+    def release(self) -> None:
+        """The job's prompts have left the backend (or it ended): the next job may have its slots."""
+        self.slots.give_back(self.count)
+        self.count = 0
 
 
 class Dispatcher:
@@ -134,14 +154,13 @@ class Dispatcher:
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
                     continue
-                alone = job.params.get("kind", prompt_job.KIND) in ALONE
+                hold = Hold(slots, alone=job.params.get("kind", prompt_job.KIND) in ALONE)
                 active = ActiveJob(client, str(uuid.uuid4()))
-                active.task = asyncio.create_task(self._hold_slots(job, active, slots, alone),
-                                                  name=f"courier-job-{job.id}")
+                active.task = asyncio.create_task(self._serve(job, active, hold), name=f"courier-job-{job.id}")
                 self._running[job.id] = active
                 tasks.add(active.task)
                 active.task.add_done_callback(tasks.discard)
-                if alone:  # claims nothing more until the session has ended
+                if hold.alone:  # claims nothing more until the session has ended
                     await asyncio.wait([active.task])
         finally:  # shutdown: the jobs go back to the queue
             for task in tasks:
@@ -156,24 +175,16 @@ class Dispatcher:
             log.exception("claiming a job failed")
             return None
 
-    async def _hold_slots(self, job, active: ActiveJob, slots: Slots, alone: bool) -> None:
-        """Run a job in the slot its worker took (in all of them if it runs ``alone``)."""
-        held = 1
-
-        async def take_the_rest() -> None:
-            nonlocal held
-            while held < slots.depth:
-                await slots.take()
-                held += 1
-
+    async def _serve(self, job, active: ActiveJob, hold: Hold) -> None:
+        """Run a job in the slots it holds; they are free again once its prompts left the backend."""
         try:
-            backend_down = await self._run(job, active, take_the_rest if alone else None)
+            backend_down = await self._run(job, active, hold)
             self._running.pop(job.id, None)
             if backend_down:
                 await asyncio.sleep(BACKEND_RETRY_S)  # back off from a backend that is down
         finally:
             self._running.pop(job.id, None)
-            slots.give_back(held)
+            hold.release()
 
     async def _housekeeping(self) -> None:
         while True:
@@ -189,11 +200,11 @@ class Dispatcher:
             await asyncio.sleep(LEASE_S / 3)
             await jobs.extend_lease(self.store.pool, job_id, self.worker_id, LEASE_S)
 
-    async def _run(self, job, active: ActiveJob, wait_turn: Callable[[], Awaitable[None]] | None = None) -> bool:
+    async def _run(self, job, active: ActiveJob, hold: Hold) -> bool:
         """Run one claimed job to a final state; True if the backend was unreachable.
 
-        ``wait_turn`` is awaited first, under the job's lease (the other jobs of a backend
-        that this one must have alone may run for long).
+        The job waits for its turn under its lease (the jobs before one that has its backend
+        alone may run for long).
         """
         client = active.client
         language = i18n.pick_language(job.params.get("language"), self.settings.language)
@@ -205,11 +216,11 @@ class Dispatcher:
         lease = asyncio.create_task(self._keep_lease(job.id), name=f"courier-lease-{job.id}")
         started = time.monotonic()
         try:
-            if wait_turn is not None:
-                await wait_turn()
+            await hold.wait_turn()
             await progress.update(say("running", name=job.command))
             runner = RUNNERS[job.params.get("kind", prompt_job.KIND)]
-            run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say)
+            run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say,
+                         left_backend=hold.release)
             result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
         except asyncio.CancelledError:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled

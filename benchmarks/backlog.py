@@ -1,0 +1,237 @@
+"""A backlog through the bot against the same prompts queued straight into ComfyUI; fairness.
+
+Runs the real bot (python-telegram-bot against the Bot API emulator), the dispatcher, an
+embedded PostgreSQL and a real ComfyUI (``COMFYUI_DIR``) with the pack. The jobs are a
+weight-free CPU-bound graph (``tests/support/graphs.py`` ``cpu_bound``, 0.3-0.5 s a run on
+an idle core).
+
+- ``backlog_throughput_ratio``: 40 jobs from 8 users (5 each) sent at once through the bot,
+  first command → last result delivered, against the same 40 prompts POSTed straight into
+  ComfyUI, first POST → last ``execution_success``; jobs/s through us ÷ jobs/s of ComfyUI
+  alone. Rounds alternate the two; the ratio is of the median throughputs.
+- ``backend_idle_gap_median_ms``: from ComfyUI's history stamps of the jobs through the bot,
+  one prompt's ``execution_success`` to the next one's ``execution_start``
+  (``backend_idle_gap_direct_median_ms``: the same between the prompts queued straight in).
+- ``fairness_flooder_jobs_before_others``: one user queues 50 jobs (the per-user cap raised
+  for the run); once all 50 are committed, nine users send one each; the flooder's jobs that
+  finish after the nine were sent and before the last of the nine (the ones already running or
+  pipelined on the backend); the flooder's rest is then cancelled.
+
+    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/backlog.py [--rounds 2] [--budget 480]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from itertools import pairwise
+from pathlib import Path
+
+from _common import Deadline, comfyui_dir_or_exit, figure, load_pack, load_runner, note
+
+USERS = tuple(range(7001, 7009))  # 8 users with 5 jobs each
+JOBS_PER_USER = 5
+FLOODER, FLOOD = 7100, 50
+OTHERS = tuple(range(7101, 7110))  # nine
+GRAPH = {"size": 1024, "radius": 6}  # 0.3-0.5 s on one idle core of a 2-core machine
+POLL_S = 0.02
+
+
+async def wait_until(probe, what: str, deadline: Deadline, timeout: float = 180.0):
+    """``await probe()`` until it is truthy; exits if the run's budget or ``timeout`` is spent."""
+    end = time.monotonic() + min(timeout, deadline.remaining())
+    while not (value := await probe()):
+        if time.monotonic() > end:
+            sys.exit(f"gave up waiting for {what}")
+        await asyncio.sleep(POLL_S)
+    return value
+
+
+async def stamps(client, prompt_ids) -> list[tuple[int, int]]:
+    """(execution_start, execution_success) in ms of ComfyUI's clock, per prompt, in start order."""
+    spans = []
+    for prompt_id in prompt_ids:
+        entry = await client.history(prompt_id)
+        marks = {kind: data.get("timestamp") for kind, data in entry.messages}
+        spans.append((marks["execution_start"], marks["execution_success"]))
+    return sorted(spans)
+
+
+def trace(what: str, started: float, spans: list[tuple[int, int]], ended: float) -> None:
+    """Where a round's time went: before the first run, running, idle between runs, after the last."""
+    runs = [end - start for start, end in spans]
+    gaps = idle_gaps(spans)
+    note(f"{what}: {spans[0][0] - started * 1000:.0f} ms to the first run; runs {sum(runs)} ms (median "
+         f"{statistics.median(runs)} ms); idle between runs {sum(gaps)} ms (max {max(gaps, default=0)} ms); "
+         f"{ended * 1000 - spans[-1][1]:.0f} ms after the last run")
+
+
+def idle_gaps(spans: list[tuple[int, int]]) -> list[int]:
+    return [start - end for (_, end), (start, _) in pairwise(spans)]
+
+
+async def direct_round(client, workflow, tag: str, deadline: Deadline,
+                       count: int = len(USERS) * JOBS_PER_USER) -> tuple[float, list[int]]:
+    """``count`` prompts straight into ComfyUI: (jobs/s, idle gaps in ms)."""
+    from comfyui_courier.jobs.workflow import fill_job
+
+    started = time.time()
+    prompt_ids = [await client.queue_prompt(fill_job(workflow, prompt=f"{tag} {index}", seed=index), client.client_id)
+                  for index in range(count)]
+
+    async def all_done() -> bool:  # they run in turn: the last one ends last
+        return await client.history(prompt_ids[-1]) is not None
+
+    await wait_until(all_done, "the direct prompts", deadline)
+    spans = await stamps(client, prompt_ids)
+    trace(f"{tag}, ComfyUI alone", started, spans, spans[-1][1] / 1000)
+    return count / (spans[-1][1] / 1000 - started), idle_gaps(spans)
+
+
+async def bot_round(courier, bot, client, tag: str, deadline: Deadline, users=USERS,
+                    jobs_per_user: int = JOBS_PER_USER) -> tuple[float, list[int]]:
+    """``jobs_per_user`` jobs of each of ``users`` through the bot: (jobs/s, idle gaps in ms)."""
+    pool = courier.store.pool
+    async with pool.acquire() as conn:
+        after = await conn.fetchval("SELECT coalesce(max(id), 0) FROM courier_jobs")
+    count = len(users) * jobs_per_user
+    started = time.time()
+    for user in users:
+        for index in range(jobs_per_user):
+            bot.inject_text(user, f"/busy {tag} {user} {index}")
+
+    async def finished():
+        async with pool.acquire() as conn:
+            rows = await conn.fetch("SELECT status, result->>'prompt_id' AS prompt_id, finished_at FROM courier_jobs "
+                                    "WHERE id > $1 AND status NOT IN ('queued', 'running')", after)
+        return rows if len(rows) == count else None
+
+    rows = await wait_until(finished, "the jobs through the bot", deadline)
+    failed = [row for row in rows if row["status"] != "succeeded"]
+    if failed:
+        sys.exit(f"{len(failed)} jobs did not succeed: {failed[:3]}")
+    last = max(row["finished_at"] for row in rows).timestamp()
+    spans = await stamps(client, [row["prompt_id"] for row in rows])
+    trace(f"{tag}, through the bot", started, spans, last)
+    note(str(idle_gaps(spans)))
+    return count / (last - started), idle_gaps(spans)
+
+
+async def fairness(courier, bot, deadline: Deadline) -> int:
+    pool = courier.store.pool
+
+    async def rows_of(users):
+        async with pool.acquire() as conn:
+            return await conn.fetch("SELECT user_id, status, finished_at FROM courier_jobs "
+                                    "WHERE user_id = any($1::bigint[])", list(users))
+
+    for index in range(FLOOD):
+        bot.inject_text(FLOODER, f"/busy flood {index}")
+
+    async def flood_committed() -> bool:
+        return len(await rows_of([FLOODER])) == FLOOD
+
+    await wait_until(flood_committed, "the flood committed", deadline)
+    sent = time.time()
+    early = sum(row["finished_at"] is not None for row in await rows_of([FLOODER]))
+    note(f"fairness: {early} of the flooder's {FLOOD} jobs had finished while the flood came in")
+    for user in OTHERS:
+        bot.inject_text(user, "/busy not flooding")
+
+    async def others_done():
+        rows = await rows_of(OTHERS)
+        return rows if len(rows) == len(OTHERS) and all(row["finished_at"] for row in rows) else None
+
+    last_other = max(row["finished_at"] for row in await wait_until(others_done, "the nine jobs", deadline))
+    before = sum(1 for row in await rows_of([FLOODER]) if row["finished_at"] is not None
+                 and sent < row["finished_at"].timestamp() and row["finished_at"] < last_other)
+    bot.inject_text(FLOODER, "/cancel")
+
+    async def flood_ended() -> bool:
+        return all(row["status"] not in ("queued", "running") for row in await rows_of([FLOODER]))
+
+    await wait_until(flood_ended, "the flood cancelled", deadline)
+    return before
+
+
+async def measure(comfy_url: str, rounds: int, deadline: Deadline) -> None:
+    load_pack()
+    from comfyui_courier.config import load_settings
+    from comfyui_courier.emulator.botapi import BotApiEmulator
+    from comfyui_courier.jobs.comfy_client import ComfyClient
+    from comfyui_courier.runtime import Courier
+    from comfyui_courier.store import commands
+    from comfyui_courier.tests.support.graphs import cpu_bound
+
+    workflow = cpu_bound(**GRAPH)
+    data_dir = Path(tempfile.mkdtemp(prefix="courier-backlog-"))
+    async with BotApiEmulator() as emulator, ComfyClient(comfy_url) as client:
+        bot = emulator.add_bot()
+        settings = load_settings(None, {
+            "TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
+            "COURIER_ALLOWED_USERS": ",".join(map(str, (*USERS, FLOODER, *OTHERS))),
+            "COURIER_MAX_JOBS_PER_USER": str(FLOOD)})
+        courier = Courier(settings, data_dir, comfy_url)
+        await courier.start()
+        try:
+            await courier.booted()
+            if courier.health.state("dispatcher") != "ok":
+                sys.exit(f"Courier did not start: {courier.health_report()}")
+            await commands.put_command(courier.store.pool, "busy", workflow=workflow, description="CPU-bound")
+            note(f"pipeline depth {settings.pipeline_depth}; warming up")
+            await direct_round(client, workflow, "warm-up", deadline, count=3)
+            await bot_round(courier, bot, client, "warm-up", deadline, users=USERS[:1], jobs_per_user=1)
+            direct, through, gaps, direct_gaps = [], [], [], []
+            for index in range(rounds):
+                if not deadline.allows(120):
+                    note(f"time budget reached after {index} rounds")
+                    break
+                rate, round_gaps = await direct_round(client, workflow, f"direct {index}", deadline)
+                direct.append(rate)
+                direct_gaps += round_gaps
+                rate, round_gaps = await bot_round(courier, bot, client, f"bot {index}", deadline)
+                through.append(rate)
+                gaps += round_gaps
+                note(f"round {index}: ComfyUI alone {direct[-1]:.2f} jobs/s, through the bot {through[-1]:.2f} "
+                     f"jobs/s (ratio {through[-1] / direct[-1]:.3f}); idle gap median {statistics.median(round_gaps)} "
+                     f"ms, max {max(round_gaps)} ms")
+            if not through:
+                sys.exit("no round completed")
+            figure("backlog_throughput_ratio", statistics.median(through) / statistics.median(direct), "ratio")
+            figure("backend_idle_gap_median_ms", float(statistics.median(gaps)), "ms")
+            figure("backend_idle_gap_direct_median_ms", float(statistics.median(direct_gaps)), "ms")
+            figure("backlog_comfyui_alone_jobs_per_s", statistics.median(direct), "jobs/s")
+            if deadline.allows(60):
+                figure("fairness_flooder_jobs_before_others", await fairness(courier, bot, deadline), "jobs")
+            else:
+                note("no time left for the fairness run")
+        finally:
+            await courier.stop()
+            load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole run")
+    args = parser.parse_args()
+    comfyui_dir = comfyui_dir_or_exit()
+    deadline = Deadline(args.budget)
+    runner = load_runner()
+    scratch = runner.scratch_directory()
+    server = runner.ComfyUIProcess(comfyui_dir, scratch)
+    server.start()
+    try:
+        asyncio.run(asyncio.wait_for(measure(server.url, args.rounds, deadline), args.budget))
+    finally:
+        server.stop()
+        runner.remove_tree(scratch)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
