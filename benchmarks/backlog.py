@@ -12,12 +12,19 @@ an idle core).
 - ``backend_idle_gap_median_ms``: from ComfyUI's history stamps of the jobs through the bot,
   one prompt's ``execution_success`` to the next one's ``execution_start``
   (``backend_idle_gap_direct_median_ms``: the same between the prompts queued straight in).
+  ``backlog_busy_fraction_ratio``: the share of each round ComfyUI spent running prompts,
+  through the bot ÷ alone; unlike the throughput it does not move with how fast the runs are
+  (on a shared machine, they vary from round to round).
 - ``fairness_flooder_jobs_before_others``: one user queues 50 jobs (the per-user cap raised
   for the run); once all 50 are committed, nine users send one each; the flooder's jobs that
   finish after the nine were sent and before the last of the nine (the ones already running or
   pipelined on the backend); the flooder's rest is then cancelled.
 
-    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/backlog.py [--rounds 2] [--budget 480]
+    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/backlog.py [--rounds 2] [--depth 2] [--budget 480]
+
+``--depth`` is ``COURIER_PIPELINE_DEPTH`` (1: one prompt at a time, as before pipelining). The
+notes on stderr trace each round: time to the first run, running, idle between runs and how
+much of that idle time ComfyUI waited for our next ``POST /prompt``, time after the last run.
 """
 
 from __future__ import annotations
@@ -51,32 +58,60 @@ async def wait_until(probe, what: str, deadline: Deadline, timeout: float = 180.
     return value
 
 
-async def stamps(client, prompt_ids) -> list[tuple[int, int]]:
-    """(execution_start, execution_success) in ms of ComfyUI's clock, per prompt, in start order."""
+async def stamps(client, prompt_ids) -> list[tuple[int, int, str]]:
+    """(execution_start, execution_success, prompt id) per prompt, in start order; ms of the
+    backend's clock (this machine's)."""
     spans = []
     for prompt_id in prompt_ids:
         entry = await client.history(prompt_id)
         marks = {kind: data.get("timestamp") for kind, data in entry.messages}
-        spans.append((marks["execution_start"], marks["execution_success"]))
+        spans.append((marks["execution_start"], marks["execution_success"], prompt_id))
     return sorted(spans)
 
 
-def trace(what: str, started: float, spans: list[tuple[int, int]], ended: float) -> None:
-    """Where a round's time went: before the first run, running, idle between runs, after the last."""
-    runs = [end - start for start, end in spans]
+def busy(spans, started: float, ended: float) -> float:
+    """The share of ``started``..``ended`` (s) the backend spent running the prompts."""
+    return sum(end - start for start, end, _ in spans) / 1000 / (ended - started)
+
+
+def idle_gaps(spans) -> list[int]:
+    return [start - end for (_, end, _), (start, _, _) in pairwise(spans)]
+
+
+def trace(what: str, started: float, spans, ended: float, queued_at: dict[str, float] | None = None) -> None:
+    """Where a round's time went: before the first run, running, idle between runs (of which,
+    with ``queued_at``, idle because the next prompt was queued after the last one ended), after
+    the last run."""
+    runs = [end - start for start, end, _ in spans]
     gaps = idle_gaps(spans)
+    late = ""
+    if queued_at is not None:
+        # the reply to POST /prompt comes back after ComfyUI queued it: bounded by the gap itself
+        waits = [min(start - end, max(0.0, queued_at[after] - end))
+                 for (_, end, _), (start, _, after) in pairwise(spans)]
+        late = f", {sum(waits):.0f} ms of it waiting for our next POST /prompt ({sum(w > 0 for w in waits)} times)"
     note(f"{what}: {spans[0][0] - started * 1000:.0f} ms to the first run; runs {sum(runs)} ms (median "
-         f"{statistics.median(runs)} ms); idle between runs {sum(gaps)} ms (max {max(gaps, default=0)} ms); "
+         f"{statistics.median(runs)} ms); idle between runs {sum(gaps)} ms (max {max(gaps, default=0)} ms{late}); "
          f"{ended * 1000 - spans[-1][1]:.0f} ms after the last run")
 
 
-def idle_gaps(spans: list[tuple[int, int]]) -> list[int]:
-    return [start - end for (_, end), (start, _) in pairwise(spans)]
+def record_queueing(client) -> dict[str, float]:
+    """prompt id -> when (ms, this machine's clock) ``client`` had it queued, from now on."""
+    queued_at: dict[str, float] = {}
+    queue_prompt = client.queue_prompt
+
+    async def recorded(*args, **kwargs) -> str:
+        prompt_id = await queue_prompt(*args, **kwargs)
+        queued_at[prompt_id] = time.time() * 1000
+        return prompt_id
+
+    client.queue_prompt = recorded
+    return queued_at
 
 
 async def direct_round(client, workflow, tag: str, deadline: Deadline,
-                       count: int = len(USERS) * JOBS_PER_USER) -> tuple[float, list[int]]:
-    """``count`` prompts straight into ComfyUI: (jobs/s, idle gaps in ms)."""
+                       count: int = len(USERS) * JOBS_PER_USER) -> tuple[float, float, list[int]]:
+    """``count`` prompts straight into ComfyUI: (jobs/s, busy fraction, idle gaps in ms)."""
     from comfyui_courier.jobs.workflow import fill_job
 
     started = time.time()
@@ -88,13 +123,14 @@ async def direct_round(client, workflow, tag: str, deadline: Deadline,
 
     await wait_until(all_done, "the direct prompts", deadline)
     spans = await stamps(client, prompt_ids)
-    trace(f"{tag}, ComfyUI alone", started, spans, spans[-1][1] / 1000)
-    return count / (spans[-1][1] / 1000 - started), idle_gaps(spans)
+    ended = spans[-1][1] / 1000
+    trace(f"{tag}, ComfyUI alone", started, spans, ended)
+    return count / (ended - started), busy(spans, started, ended), idle_gaps(spans)
 
 
 async def bot_round(courier, bot, client, tag: str, deadline: Deadline, users=USERS,
-                    jobs_per_user: int = JOBS_PER_USER) -> tuple[float, list[int]]:
-    """``jobs_per_user`` jobs of each of ``users`` through the bot: (jobs/s, idle gaps in ms)."""
+                    jobs_per_user: int = JOBS_PER_USER) -> tuple[float, float, list[int]]:
+    """``jobs_per_user`` jobs of each of ``users`` through the bot: (jobs/s, busy fraction, idle gaps in ms)."""
     pool = courier.store.pool
     async with pool.acquire() as conn:
         after = await conn.fetchval("SELECT coalesce(max(id), 0) FROM courier_jobs")
@@ -116,9 +152,8 @@ async def bot_round(courier, bot, client, tag: str, deadline: Deadline, users=US
         sys.exit(f"{len(failed)} jobs did not succeed: {failed[:3]}")
     last = max(row["finished_at"] for row in rows).timestamp()
     spans = await stamps(client, [row["prompt_id"] for row in rows])
-    trace(f"{tag}, through the bot", started, spans, last)
-    note(str(idle_gaps(spans)))
-    return count / (last - started), idle_gaps(spans)
+    trace(f"{tag}, through the bot", started, spans, last, courier.queued_at)
+    return count / (last - started), busy(spans, started, last), idle_gaps(spans)
 
 
 async def fairness(courier, bot, deadline: Deadline) -> int:
@@ -158,7 +193,7 @@ async def fairness(courier, bot, deadline: Deadline) -> int:
     return before
 
 
-async def measure(comfy_url: str, rounds: int, deadline: Deadline) -> None:
+async def measure(comfy_url: str, rounds: int, depth: int, deadline: Deadline) -> None:
     load_pack()
     from comfyui_courier.config import load_settings
     from comfyui_courier.emulator.botapi import BotApiEmulator
@@ -174,27 +209,30 @@ async def measure(comfy_url: str, rounds: int, deadline: Deadline) -> None:
         settings = load_settings(None, {
             "TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
             "COURIER_ALLOWED_USERS": ",".join(map(str, (*USERS, FLOODER, *OTHERS))),
-            "COURIER_MAX_JOBS_PER_USER": str(FLOOD)})
+            "COURIER_MAX_JOBS_PER_USER": str(FLOOD), "COURIER_PIPELINE_DEPTH": str(depth)})
         courier = Courier(settings, data_dir, comfy_url)
         await courier.start()
         try:
             await courier.booted()
             if courier.health.state("dispatcher") != "ok":
                 sys.exit(f"Courier did not start: {courier.health_report()}")
+            courier.queued_at = record_queueing(courier.dispatcher.clients[0])
             await commands.put_command(courier.store.pool, "busy", workflow=workflow, description="CPU-bound")
             note(f"pipeline depth {settings.pipeline_depth}; warming up")
             await direct_round(client, workflow, "warm-up", deadline, count=3)
             await bot_round(courier, bot, client, "warm-up", deadline, users=USERS[:1], jobs_per_user=1)
-            direct, through, gaps, direct_gaps = [], [], [], []
+            direct, through, direct_busy, through_busy, gaps, direct_gaps = [], [], [], [], [], []
             for index in range(rounds):
                 if not deadline.allows(120):
                     note(f"time budget reached after {index} rounds")
                     break
-                rate, round_gaps = await direct_round(client, workflow, f"direct {index}", deadline)
+                rate, share, round_gaps = await direct_round(client, workflow, f"direct {index}", deadline)
                 direct.append(rate)
+                direct_busy.append(share)
                 direct_gaps += round_gaps
-                rate, round_gaps = await bot_round(courier, bot, client, f"bot {index}", deadline)
+                rate, share, round_gaps = await bot_round(courier, bot, client, f"bot {index}", deadline)
                 through.append(rate)
+                through_busy.append(share)
                 gaps += round_gaps
                 note(f"round {index}: ComfyUI alone {direct[-1]:.2f} jobs/s, through the bot {through[-1]:.2f} "
                      f"jobs/s (ratio {through[-1] / direct[-1]:.3f}); idle gap median {statistics.median(round_gaps)} "
@@ -204,6 +242,8 @@ async def measure(comfy_url: str, rounds: int, deadline: Deadline) -> None:
             figure("backlog_throughput_ratio", statistics.median(through) / statistics.median(direct), "ratio")
             figure("backend_idle_gap_median_ms", float(statistics.median(gaps)), "ms")
             figure("backend_idle_gap_direct_median_ms", float(statistics.median(direct_gaps)), "ms")
+            figure("backlog_busy_fraction_ratio", statistics.median(through_busy) / statistics.median(direct_busy),
+                   "ratio")
             figure("backlog_comfyui_alone_jobs_per_s", statistics.median(direct), "jobs/s")
             if deadline.allows(60):
                 figure("fairness_flooder_jobs_before_others", await fairness(courier, bot, deadline), "jobs")
@@ -217,6 +257,7 @@ async def measure(comfy_url: str, rounds: int, deadline: Deadline) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--depth", type=int, default=2, help="COURIER_PIPELINE_DEPTH")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole run")
     args = parser.parse_args()
     comfyui_dir = comfyui_dir_or_exit()
@@ -226,7 +267,7 @@ def main() -> int:
     server = runner.ComfyUIProcess(comfyui_dir, scratch)
     server.start()
     try:
-        asyncio.run(asyncio.wait_for(measure(server.url, args.rounds, deadline), args.budget))
+        asyncio.run(asyncio.wait_for(measure(server.url, args.rounds, args.depth, deadline), args.budget))
     finally:
         server.stop()
         runner.remove_tree(scratch)
