@@ -45,6 +45,10 @@ ALONE = frozenset({bench.KIND})
 """Kinds that hold their backend alone: a benchmark session measures nothing else's runs."""
 
 
+def kind(job) -> str:
+    return job.params.get("kind", prompt_job.KIND)
+
+
 @dataclasses.dataclass
 class ActiveJob:
     """A job this process is running: where, under which prompt id, and whether the user cancelled it."""
@@ -154,7 +158,7 @@ class Dispatcher:
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
                     continue
-                hold = Hold(slots, alone=job.params.get("kind", prompt_job.KIND) in ALONE)
+                hold = Hold(slots, alone=kind(job) in ALONE)
                 active = ActiveJob(client, str(uuid.uuid4()))
                 active.task = asyncio.create_task(self._serve(job, active, hold), name=f"courier-job-{job.id}")
                 self._running[job.id] = active
@@ -182,6 +186,8 @@ class Dispatcher:
             self._running.pop(job.id, None)
             if backend_down:
                 await asyncio.sleep(BACKEND_RETRY_S)  # back off from a backend that is down
+        except Exception:  # recording the outcome failed: the lease runs out and the job is queued again
+            log.exception("job %s: its outcome was not recorded", job.id)
         finally:
             self._running.pop(job.id, None)
             hold.release()
@@ -218,7 +224,7 @@ class Dispatcher:
         try:
             await hold.wait_turn()
             await progress.update(say("running", name=job.command))
-            runner = RUNNERS[job.params.get("kind", prompt_job.KIND)]
+            runner = RUNNERS[kind(job)]
             run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say,
                          left_backend=hold.release)
             result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)

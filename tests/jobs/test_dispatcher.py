@@ -17,7 +17,7 @@ from comfyui_courier.store import commands
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.graphs import cpu_bound
 
-FIRST, SECOND = 301, 302
+FIRST, SECOND, THIRD = 301, 302, 303
 FLOODER, OTHERS = 310, (311, 312, 313)
 ADMIN = 320
 TIMEOUT_S = 120.0
@@ -25,7 +25,7 @@ TIMEOUT_S = 120.0
 
 @pytest.fixture
 async def courier(comfyui, botapi, botapi_bot, pg_database, tmp_path, request):
-    env = {"COURIER_ALLOWED_USERS": ",".join(map(str, (FIRST, SECOND, FLOODER, *OTHERS, ADMIN))),
+    env = {"COURIER_ALLOWED_USERS": ",".join(map(str, (FIRST, SECOND, THIRD, FLOODER, *OTHERS, ADMIN))),
            "COURIER_ADMIN_USERS": str(ADMIN), "COURIER_PIPELINE_DEPTH": "2", **getattr(request, "param", {})}
     async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path, **env) as service:
         await commands.put_command(service.store.pool, "busy", workflow=cpu_bound(1024, 8),
@@ -86,6 +86,19 @@ async def test_two_jobs_of_one_backend_are_both_in_comfyuis_queue(courier, comfy
         await to_chat(user, "sendDocument", botapi_bot)
         await to_chat(user, "editMessageText", botapi_bot, "Done")
     assert [row["status"] for row in await job_rows(courier)] == ["succeeded", "succeeded"]
+
+
+async def test_a_job_talking_to_the_chat_leaves_its_slot_to_the_next(courier, comfyui, botapi_bot):
+    """The slot is the prompt's, not the delivery's: with two results stuck on their way to
+    Telegram, a third job still runs."""
+    botapi_bot.hang("sendDocument", times=2)
+    for user in (FIRST, SECOND):
+        botapi_bot.inject_text(user, "/busy stuck on the way out")
+    await eventually(lambda: pipelined(comfyui.url), "the first two jobs on the backend")
+    botapi_bot.inject_text(THIRD, "/busy next")
+    await to_chat(THIRD, "editMessageText", botapi_bot, "Done")
+    assert {row["user_id"]: row["status"] for row in await job_rows(courier)} == {
+        FIRST: "running", SECOND: "running", THIRD: "succeeded"}
 
 
 async def test_cancel_of_a_pipelined_prompt_deletes_it_from_comfyuis_queue(courier, comfyui, botapi_bot):
