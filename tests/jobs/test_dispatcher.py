@@ -1,5 +1,6 @@
 """Pipelining on a real ComfyUI: the dispatcher keeps the next job's prompt in ComfyUI's queue
-while the current one runs; /cancel deletes a pipelined prompt; the per-user round robin holds.
+while the current one runs, and while a finished one is still delivering; /cancel deletes a
+pipelined prompt; the per-user round robin holds; a /bench session has its backend alone.
 
 Real python-telegram-bot against the Bot API emulator, real PostgreSQL, real ComfyUI
 (``COMFYUI_DIR``), a CPU-bound weight-free command long enough (about a second a run, more
@@ -30,6 +31,8 @@ async def courier(comfyui, botapi, botapi_bot, pg_database, tmp_path, request):
     async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path, **env) as service:
         await commands.put_command(service.store.pool, "busy", workflow=cpu_bound(1024, 8),
                                    description="CPU-bound test graph")
+        await commands.put_command(service.store.pool, "slow", workflow=cpu_bound(1024, 24),
+                                   description="CPU-bound test graph, a few seconds")
         yield service
 
 
@@ -102,7 +105,7 @@ async def test_a_job_talking_to_the_chat_leaves_its_slot_to_the_next(courier, co
 
 
 async def test_cancel_of_a_pipelined_prompt_deletes_it_from_comfyuis_queue(courier, comfyui, botapi_bot):
-    botapi_bot.inject_text(FIRST, "/busy keeps running")
+    botapi_bot.inject_text(FIRST, "/slow keeps running")  # while the second one is cancelled
     await eventually(lambda: running_for(comfyui.url, FIRST), "the first job running")
     botapi_bot.inject_text(SECOND, "/busy to be cancelled")
     runner, _, waiter, waiting = await eventually(lambda: pipelined(comfyui.url), "the second job queued behind")
