@@ -8,7 +8,8 @@ an idle core).
 - ``backlog_throughput_ratio``: 40 jobs from 8 users (5 each) sent at once through the bot,
   first command → last result delivered, against the same 40 prompts POSTed straight into
   ComfyUI, first POST → last ``execution_success``; jobs/s through us ÷ jobs/s of ComfyUI
-  alone. Rounds alternate the two; the ratio is of the median throughputs.
+  alone. Rounds alternate the two; the ratio is the median of the rounds' ratios (the two
+  halves of a round are close in time, so the load of a shared machine moves them alike).
 - ``backend_idle_gap_median_ms``: from ComfyUI's history stamps of the jobs through the bot,
   one prompt's ``execution_success`` to the next one's ``execution_start``
   (``backend_idle_gap_direct_median_ms``: the same between the prompts queued straight in).
@@ -20,7 +21,7 @@ an idle core).
   finish after the nine were sent and before the last of the nine (the ones already running or
   pipelined on the backend); the flooder's rest is then cancelled.
 
-    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/backlog.py [--rounds 2] [--depth 2] [--budget 480]
+    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/backlog.py [--rounds 3] [--depth 2] [--budget 480]
 
 ``--depth`` is ``COURIER_PIPELINE_DEPTH`` (1: one prompt at a time, as before pipelining). The
 notes on stderr trace each round: time to the first run, running, idle between runs and how
@@ -67,6 +68,11 @@ async def stamps(client, prompt_ids) -> list[tuple[int, int, str]]:
         marks = {kind: data.get("timestamp") for kind, data in entry.messages}
         spans.append((marks["execution_start"], marks["execution_success"], prompt_id))
     return sorted(spans)
+
+
+def ratio(through: list[float], alone: list[float]) -> float:
+    """The median over rounds of through ÷ alone."""
+    return statistics.median(ours / theirs for ours, theirs in zip(through, alone))
 
 
 def busy(spans, started: float, ended: float) -> float:
@@ -239,11 +245,10 @@ async def measure(comfy_url: str, rounds: int, depth: int, deadline: Deadline) -
                      f"ms, max {max(round_gaps)} ms")
             if not through:
                 sys.exit("no round completed")
-            figure("backlog_throughput_ratio", statistics.median(through) / statistics.median(direct), "ratio")
+            figure("backlog_throughput_ratio", ratio(through, direct), "ratio")
             figure("backend_idle_gap_median_ms", float(statistics.median(gaps)), "ms")
             figure("backend_idle_gap_direct_median_ms", float(statistics.median(direct_gaps)), "ms")
-            figure("backlog_busy_fraction_ratio", statistics.median(through_busy) / statistics.median(direct_busy),
-                   "ratio")
+            figure("backlog_busy_fraction_ratio", ratio(through_busy, direct_busy), "ratio")
             figure("backlog_comfyui_alone_jobs_per_s", statistics.median(direct), "jobs/s")
             if deadline.allows(60):
                 figure("fairness_flooder_jobs_before_others", await fairness(courier, bot, deadline), "jobs")
@@ -256,7 +261,7 @@ async def measure(comfy_url: str, rounds: int, depth: int, deadline: Deadline) -
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--depth", type=int, default=2, help="COURIER_PIPELINE_DEPTH")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole run")
     args = parser.parse_args()
