@@ -6,9 +6,10 @@ record. A backend has ``pipeline_depth`` slots, counting the running prompt, so 
 next job's upload and ``POST /prompt`` happen while the current one runs and ComfyUI
 starts it from its own queue. A job that must have its backend alone (a ``/bench``
 session) waits for the others to end and holds every slot. Workers sleep on a NOTIFY
-from enqueue, with a slow poll as a safety net. A claimed job holds a lease that the worker extends while it runs;
-if this process dies (ComfyUI skips cleanup on SIGTERM) the lease expires and
-the housekeeping of any live dispatcher puts the job back in the queue.
+from enqueue, with a slow poll as a safety net. A claimed job holds a lease that the
+worker extends while it runs; if this process dies (ComfyUI skips cleanup on SIGTERM)
+the lease expires and the housekeeping of any live dispatcher puts the job back in the
+queue.
 """
 
 from __future__ import annotations
