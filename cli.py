@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
     sub.add_parser("anyone-client", help="authorize clients of the hidden service (prints what goes where)",
                    add_help=False)
     sub.add_parser("multi-gpu", help="run one ComfyUI per GPU as backends of one bot", add_help=False)
+    sub.add_parser("catalogs", help="check the message catalogs, or port messages into them", add_help=False)
     args, rest = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.command == "install-anon":
@@ -44,6 +45,10 @@ def main(argv: list[str]) -> int:
         from .gpu.multi import main as multi_main
 
         return multi_main(rest)
+    if args.command == "catalogs":
+        from .catalogs import main as catalogs_main
+
+        return catalogs_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:

@@ -70,7 +70,7 @@ class Settings:
     allowed_users: list = _field("COURIER_ALLOWED_USERS", [],
                                  "Telegram user ids allowed to use the bot (comma separated); empty = everyone",
                                  item=int)
-    language: str = _field("COURIER_LANGUAGE", "en", "Fallback language for replies (en, de, ru)")
+    language: str = _field("COURIER_LANGUAGE", "en", "Fallback language for replies (en, de, ru, zh, ja, tr)")
     database_url: Secret = _field("COURIER_DATABASE_URL", Secret(""),
                                   "PostgreSQL URL; empty = embedded server in the data directory")
     data_dir: str = _field("COURIER_DATA_DIR", "",

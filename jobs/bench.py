@@ -213,9 +213,9 @@ class Tracker:
 
     def output(self, node: str, output: dict) -> None:
         if node == self.report_node:
-            text = output.get("text")
-            if isinstance(text, list) and text and isinstance(text[0], str):
-                self.report = text[0]
+            lines = output.get("text")
+            if isinstance(lines, list) and lines and isinstance(lines[0], str):
+                self.report = lines[0]
         elif node == self.chart_node:
             images = output.get("images")
             if isinstance(images, list) and images and isinstance(images[0], dict):
