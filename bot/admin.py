@@ -21,7 +21,7 @@ from ..jobs import bench as bench_job
 from ..jobs.workflow import WorkflowError
 from ..store import commands
 from .context import CourierContext
-from .parsing import parse_command, profile
+from .parsing import parse_command
 
 ADMIN_COMMANDS = ("bench", "compare")
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
@@ -65,7 +65,7 @@ async def bench(update: Update, context: CourierContext) -> None:
     """Queue a benchmark of a stored command: warm-up + N runs with the Benchmark node."""
     if not await _admin_only(update, context, "bench"):
         return
-    message, user = update.effective_message, update.effective_user
+    message = update.effective_message
     request = parse_command(message.text, context.bot.username)
     parsed = parse_bench_args(request.args if request else "")
     if parsed is None:
@@ -84,7 +84,7 @@ async def bench(update: Update, context: CourierContext) -> None:
     except WorkflowError as exc:
         await message.reply_text(context.t(update, "failed", name=name, reason=str(exc)))
         return
-    params = bench_job.job_params(name, command.workflow, repeats, profile(user)[2])
+    params = bench_job.job_params(name, command.workflow, repeats, context.language(update))
     await context.submit_job(update, "bench", params, lambda position: context.t(
         update, "bench_queued", name=name, warmup=params["warmup"], repeats=repeats, position=position))
 
@@ -113,8 +113,7 @@ def comparison_message(update: Update, context: CourierContext, runs: list, work
     if sides is not None:
         table = build_table(runs, *sides)
         table = dataclasses.replace(table, rows=table.rows[:MAX_ROWS])
-        parts.append(f"<b>{html.escape(context.t(update, 'compare_stored'))}</b>\n"
-                     f"<pre>{html.escape(to_text(table))}</pre>")
+        parts.append(_titled(context.t(update, "compare_stored"), to_text(table)))
         others = [side["label"] for side in compare_view.sides_of(runs)
                   if side["label"] not in (sides[0].label, sides[1].label)]
         if others:
@@ -126,6 +125,9 @@ def comparison_message(update: Update, context: CourierContext, runs: list, work
         parts.append(html.escape(context.t(update, "compare_none", suffix=suffix)))
     reference = compare_view.reference_table(workflow)
     if reference is not None:
-        parts.append(f"<b>{html.escape(context.t(update, 'compare_reference'))}</b>\n"
-                     f"<pre>{html.escape(to_text(reference))}</pre>")
+        parts.append(_titled(context.t(update, "compare_reference"), to_text(reference)))
     return "\n\n".join(parts), table, reference
+
+
+def _titled(title: str, table_text: str) -> str:
+    return f"<b>{html.escape(title)}</b>\n<pre>{html.escape(table_text)}</pre>"
