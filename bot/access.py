@@ -15,6 +15,7 @@ from telegram import Update
 from ..jobs.submit import Quota
 from ..store import access, jobs
 from .context import CourierContext
+from .parsing import clean_text
 
 
 def is_admin(update: Update, context: CourierContext) -> bool:
@@ -35,7 +36,7 @@ async def refusal(update: Update, context: CourierContext) -> str | None:
     user = update.effective_user
     if is_admin(update, context):
         return None
-    admission = await access.admit(context.pool, user.id, (user.username or "").lower() or None,
+    admission = await access.admit(context.pool, user.id, (clean_text(user.username) or "").lower() or None,
                                    allowed_ids(context), allowed_names(context))
     if admission.banned:
         return context.t(update, "banned")

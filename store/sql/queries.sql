@@ -293,9 +293,10 @@ WITH bound AS (
     INSERT INTO courier_users (user_id, username) VALUES ($1, $2)
     ON CONFLICT (user_id) DO UPDATE SET username = EXCLUDED.username
     WHERE courier_users.username IS DISTINCT FROM EXCLUDED.username
+    RETURNING user_id
 ), renamed AS (
     UPDATE courier_users SET username = NULL
-    WHERE $2::text IS NOT NULL AND lower(username) = $2 AND user_id <> $1
+    WHERE $2::text IS NOT NULL AND lower(username) = $2 AND user_id <> $1 AND EXISTS (SELECT 1 FROM named)
 )
 SELECT coalesce((SELECT banned FROM courier_users WHERE user_id = $1), false) AS banned,
        (cardinality($3::bigint[]) = 0 AND cardinality($4::text[]) = 0

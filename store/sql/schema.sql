@@ -13,6 +13,8 @@ CREATE TABLE courier_users (
     banned boolean NOT NULL DEFAULT false  -- /ban; survives /forget
 );
 
+CREATE INDEX courier_users_username_idx ON courier_users (lower(username));  -- /ban @username
+
 CREATE TABLE courier_chat_sessions (
     chat_id bigint NOT NULL,
     user_id bigint NOT NULL REFERENCES courier_users ON DELETE CASCADE,

@@ -5,6 +5,8 @@
 
 ALTER TABLE courier_users ADD COLUMN banned boolean NOT NULL DEFAULT false;
 
+CREATE INDEX courier_users_username_idx ON courier_users (lower(username));  -- /ban @username
+
 CREATE TABLE courier_allowed_names (
     username text PRIMARY KEY,  -- an allowed @username, lower case, without the @
     user_id bigint NOT NULL,  -- who had it on first contact; a later owner of the name is not them
