@@ -7,7 +7,6 @@ import io
 import json
 import urllib.request
 
-import pytest
 from comfyui_courier import i18n
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
@@ -40,8 +39,8 @@ async def finished(botapi_bot, count: int) -> None:
                                        timeout=JOB_TIMEOUT_S)
 
 
-async def ask_to_forget(botapi_bot) -> int:
-    """/forget; returns the message id of the confirmation (its button checked)."""
+async def ask_to_forget(botapi_bot) -> tuple[int, str]:
+    """/forget; returns the confirmation's message id and its button's callback data (checked)."""
     botapi_bot.inject_text(USER, "/forget")
     confirmation = await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"] == en(
         "forget_confirm", hours=24))
@@ -112,18 +111,18 @@ async def test_forget_after_a_restart_leaves_no_row_file_or_message_of_the_user(
 
 
 async def test_forget_says_what_a_backend_could_not_delete(botapi, botapi_bot, pg_database, tmp_path):
-    async with FakeComfyUI(steps=0) as fake:  # it has no Courier route: it cannot delete
-        async with courier_on(botapi, botapi_bot, pg_database, fake.url, tmp_path) as courier:
-            botapi_bot.inject_text(USER, "/demo one")
-            await finished(botapi_bot, 1)
-            message_id, data = await ask_to_forget(botapi_bot)
-            await press(botapi_bot, message_id, data)
-            report = await botapi_bot.wait_for_call("editMessageText",
-                                                    where=lambda c: c.params["message_id"] == message_id)
-            assert report.params["text"] == "\n".join([
-                en("forget_done", jobs=1, files=0, messages=3), en("forget_not_deleted", files=1, messages=0),
-                en("forget_kept")])
-            assert await fetch(courier, "SELECT 1 FROM courier_jobs") == []
+    async with FakeComfyUI(steps=0) as fake, \
+            courier_on(botapi, botapi_bot, pg_database, fake.url, tmp_path) as courier:  # fake: no Courier route
+        botapi_bot.inject_text(USER, "/demo one")
+        await finished(botapi_bot, 1)
+        message_id, data = await ask_to_forget(botapi_bot)
+        await press(botapi_bot, message_id, data)
+        report = await botapi_bot.wait_for_call("editMessageText",
+                                                where=lambda c: c.params["message_id"] == message_id)
+        assert report.params["text"] == "\n".join([
+            en("forget_done", jobs=1, files=0, messages=3), en("forget_not_deleted", files=1, messages=0),
+            en("forget_kept")])
+        assert await fetch(courier, "SELECT 1 FROM courier_jobs") == []
 
 
 async def test_the_backend_route_deletes_only_courier_files(request):
