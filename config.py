@@ -114,6 +114,10 @@ class Settings:
                                  "deleted after this many days; 0 = kept until /forget", minimum=0)
     job_timeout_s: float = _field("COURIER_JOB_TIMEOUT_S", 1800.0,
                                   "A job running longer than this is failed", minimum=1.0)
+    pipeline_depth: int = _field("COURIER_PIPELINE_DEPTH", 2,
+                                 "Prompts kept on each backend at once, counting the running one, so the next "
+                                 "job's upload and queueing overlap the current run; 1 = one at a time",
+                                 minimum=1)
     anyone_enabled: bool = _field("COURIER_ANYONE", False,
                                   "Start anon and publish ComfyUI as a hidden service")
     anyone_agree_to_terms: bool = _field("COURIER_ANYONE_AGREE_TO_TERMS", False,
