@@ -151,7 +151,7 @@ async def until(probe, timeout: float = 10.0):
 async def test_cancel_by_id_for_ones_own_jobs_and_for_an_admin_anyones(
         botapi, botapi_bot, pg_database, fake, tmp_path):
     fake.pause()  # a claimed job keeps running, the others wait
-    async with courier_with(botapi, botapi_bot, pg_database, fake, tmp_path) as courier:
+    async with courier_with(botapi, botapi_bot, pg_database, fake, tmp_path, COURIER_PIPELINE_DEPTH="1") as courier:
         async def statuses():
             return {r["id"]: r["status"] for r in await fetch(courier, "SELECT id, status FROM courier_jobs")}
 
