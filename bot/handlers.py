@@ -33,7 +33,7 @@ from .. import i18n, imaging
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
-from . import admin, languages
+from . import access, admin, forget, languages
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command
 
@@ -42,8 +42,8 @@ log = get_logger("bot")
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
-MENU_COMMANDS = ("help", "status", "cancel", "lang")
-"""Built-ins shown in everyone's Telegram menu (admin commands are not)."""
+MENU_COMMANDS = ("help", "status", "cancel", "quota", "lang", "forget")
+"""Built-ins shown in everyone's Telegram menu (admin commands only in the admins', ``admin.admin_menu``)."""
 BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_SEED = 2**32 - 1
 
@@ -53,7 +53,8 @@ class Refusal(Exception):
 
 
 async def gatekeeper(update: Update, context: CourierContext) -> None:
-    """Before any other handler: only new messages and button presses of allowed people go on.
+    """Before any other handler: only new messages and button presses of allowed people go on
+    (``access``: the allowlist and bans).
 
     Edits, channel posts and other kinds of update are dropped (an edit never queues a job
     twice). Anonymous group admins and posts on behalf of a channel all share one sender id,
@@ -67,14 +68,13 @@ async def gatekeeper(update: Update, context: CourierContext) -> None:
                                                               context.bot.username):
             await message.reply_text(context.t(update, "anonymous_sender"))
         raise ApplicationHandlerStop
-    allowed = context.settings.allowed_users
-    user = update.effective_user
-    if not allowed or user.id in allowed:
+    refused = await access.refusal(update, context)
+    if refused is None:
         return
     if update.effective_message is not None:
-        await update.effective_message.reply_text(context.t(update, "not_allowed", user_id=user.id))
+        await update.effective_message.reply_text(refused)
     elif update.callback_query is not None:
-        await update.callback_query.answer(context.t(update, "not_allowed", user_id=user.id))
+        await update.callback_query.answer(refused)
     raise ApplicationHandlerStop
 
 
@@ -89,7 +89,7 @@ def command_menu(listed: list[commands.Command], language: str) -> list[tuple[st
         return i18n.text(language, key)
 
     built_ins = {"help": say("menu_help"), "status": say("menu_status"), "cancel": say("menu_cancel"),
-                 "lang": say("menu_lang")}
+                 "quota": say("menu_quota"), "lang": say("menu_lang"), "forget": say("menu_forget")}
     return [(c.name, describe(c, language)[:256] or c.name) for c in listed] + list(built_ins.items())
 
 
@@ -127,12 +127,14 @@ async def status(update: Update, context: CourierContext) -> None:
 
 
 async def cancel(update: Update, context: CourierContext) -> None:
-    """Cancel the user's queued jobs and interrupt the running ones."""
+    """``/cancel``: the user's queued jobs and running ones (interrupted); ``/cancel <job id>``: that one
+    job, if it is theirs (an admin's: anyone's)."""
+    request = parse_command(update.effective_message.text, context.bot.username)
+    if request is not None and request.args:
+        await admin.cancel_one(update, context, request.args)
+        return
     cancelled = await jobs.cancel_user_jobs(context.pool, update.effective_user.id)
-    dispatcher = context.bot_data.dispatcher
-    for job in cancelled.running:
-        if dispatcher is not None:
-            await dispatcher.interrupt(job.id)
+    await admin.interrupt(context, cancelled.running)
     count = len(cancelled.queued) + len(cancelled.running)
     await update.effective_message.reply_text(context.t(update, "cancelled", count=count) if count
                                               else context.t(update, "nothing_to_cancel"))
@@ -210,7 +212,8 @@ async def run_command(update: Update, context: CourierContext) -> None:
         update, request.name,
         {"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
          "language": context.language(update), "workflow": command.workflow},  # runs as it was when queued
-        lambda position: context.t(update, "queued", name=request.name, position=position))
+        lambda position: context.t(update, "queued", name=request.name, position=position),
+        quota=access.quota_of(update, context))
 
 
 async def hint(update: Update, context: CourierContext) -> None:
@@ -255,10 +258,13 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CommandHandler("help", help_command, MESSAGES_ONLY), 0),
         (CommandHandler("status", status, MESSAGES_ONLY), 0),
         (CommandHandler("cancel", cancel, MESSAGES_ONLY), 0),
+        (CommandHandler("quota", access.quota, MESSAGES_ONLY), 0),
         (CommandHandler("lang", languages.lang, MESSAGES_ONLY), 0),
         (CallbackQueryHandler(languages.lang_button, pattern=f"^{languages.BUTTON_PREFIX}"), 0),
-        (CommandHandler("bench", admin.bench, MESSAGES_ONLY), 0),  # admins only; before the command table's
-        (CommandHandler("compare", admin.compare, MESSAGES_ONLY), 0),
+        (CommandHandler("forget", forget.forget, MESSAGES_ONLY), 0),
+        (CallbackQueryHandler(forget.confirm, pattern=f"^{forget.BUTTON_PREFIX}"), 0),
+        *((CommandHandler(name, handler, MESSAGES_ONLY), 0)  # admins only; before the command table's
+          for name, handler in admin.ADMIN_HANDLERS.items()),
         (MessageHandler(COMMAND, run_command), 0),
         (MessageHandler(MESSAGES_ONLY & filters.ChatType.PRIVATE & ~COMMAND & (filters.TEXT | filters.ATTACHMENT),
                         hint), 0),

@@ -11,21 +11,34 @@ dispatcher has not posted one first.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable
 
-from ..store import jobs
 from ..logs import get_logger
+from ..store import jobs
 from .ports import ChatError
 
 log = get_logger("submit")
 
 
+@dataclasses.dataclass(frozen=True)
+class Quota:
+    """Jobs per hour and per 24 hours (0: no limit); ``refuse(spent)`` tells the user that the
+    ``"hour"`` or ``"day"`` quota is spent."""
+
+    per_hour: int
+    per_day: int
+    refuse: Callable[[str], Awaitable[object]]
+
+
 async def submit(pool, *, user_id: int, chat_id: int, command: str, params: dict,
                  profile: tuple = (None, None, None), reply_to_message_id: int | None = None,
                  max_active: int | None = None, update: tuple[int, int] | None = None,
-                 refuse: Callable[[int], Awaitable[object]] | None = None) -> int | None:
-    """Queue a job for ``user_id`` unless they already have ``max_active`` jobs (None: no cap),
-    or ``update`` (bot id, update id: the Telegram update asking for it) was handled before.
+                 refuse: Callable[[int], Awaitable[object]] | None = None,
+                 quota: Quota | None = None) -> int | None:
+    """Queue a job for ``user_id`` unless they already have ``max_active`` jobs (None: no cap), have
+    spent their ``quota`` (None: no quota; the job counts against it only if it is queued), or
+    ``update`` (bot id, update id: the Telegram update asking for it) was handled before.
 
     Returns the job's id once it is committed; ``announce`` then tells the chat. ``refuse(count)``
     tells the user they are at the cap (then nothing is queued: None). A duplicate update gets
@@ -34,9 +47,12 @@ async def submit(pool, *, user_id: int, chat_id: int, command: str, params: dict
     """
     submitted = await jobs.submit(pool, user_id=user_id, chat_id=chat_id, command=command, params=params,
                                   profile=profile, reply_to_message_id=reply_to_message_id,
-                                  max_active=max_active, update=update)
+                                  max_active=max_active, update=update,
+                                  quota=(quota.per_hour, quota.per_day) if quota is not None else None)
     if submitted.duplicate:
         log.info("update %s of bot %s was handled before: nothing queued", update[1], update[0])
+    elif submitted.spent is not None:
+        await quota.refuse(submitted.spent)
     elif submitted.job_id is None:
         await refuse(submitted.active)
     return submitted.job_id

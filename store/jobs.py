@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, NamedTuple
 
 import asyncpg
@@ -78,6 +78,8 @@ class Submitted(NamedTuple):
     """None: nothing was queued (a duplicate update, or the user at the cap)."""
     active: int | None
     """The user's queued and running jobs when refused at the cap."""
+    spent: str | None
+    """``"hour"`` or ``"day"``: the quota that was spent."""
     duplicate: bool
     """The update was handled before."""
 
@@ -85,15 +87,17 @@ class Submitted(NamedTuple):
 async def submit(db: Db, *, user_id: int, chat_id: int, command: str, params: dict[str, Any],
                  profile: tuple = (None, None, None), reply_to_message_id: int | None = None,
                  max_active: int | None = None, update: tuple[int, int] | None = None,
-                 max_attempts: int = 3) -> Submitted:
+                 quota: tuple[int, int] | None = None, max_attempts: int = 3) -> Submitted:
     """Queue a job in one round trip (one statement, its own transaction; see ``courier_submit``):
     the user's row refreshed from ``profile`` (username, first name, language), the per-user cap
-    ``max_active`` checked (None: none), and ``update`` (bot id, update id) recorded so that its
-    second delivery queues nothing. The dispatchers wake when it commits."""
+    ``max_active`` checked (None: none), the job counted against ``quota`` (jobs per hour, per day;
+    None: none), and ``update`` (bot id, update id) recorded so that its second delivery queues
+    nothing. The dispatchers wake when it commits."""
     bot_id, update_id = update if update is not None else (None, None)
+    per_hour, per_day = quota if quota is not None else (None, None)
     async with acquire(db) as conn:
         row = await conn.fetchrow(query("submit_job"), user_id, *profile, chat_id, command, params, max_attempts,
-                                  reply_to_message_id, max_active, bot_id, update_id)
+                                  reply_to_message_id, max_active, per_hour, per_day, bot_id, update_id)
     return Submitted(*row)
 
 
@@ -183,6 +187,43 @@ async def cancel_user_jobs(db: Db, user_id: int) -> Cancelled:
     jobs = [Job(**{k: v for k, v in row.items() if k != "previous_status"}) for row in rows]
     return Cancelled(queued=sorted(job.id for job in jobs if previous[job.id] == "queued"),
                      running=[job for job in jobs if previous[job.id] == "running"])
+
+
+async def cancel_one_job(db: Db, job_id: int, *, user_id: int | None) -> tuple[Job | None, str | None]:
+    """Cancel job ``job_id`` if it is queued or running and ``user_id``'s (anyone's if None).
+
+    Returns (the job, the status it had), or (None, None) if there was no such job to cancel.
+    """
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("cancel_one_job"), job_id, user_id)
+    if row is None:
+        return None, None
+    return Job(**{k: v for k, v in row.items() if k != "previous_status"}), row["previous_status"]
+
+
+class DayCount(NamedTuple):
+    day: date
+    jobs: int
+    failed: int
+
+
+class CommandStats(NamedTuple):
+    command: str
+    jobs: int
+    failed: int
+    median_s: float | None  # of the succeeded jobs, from claim to end
+
+
+async def jobs_per_day(db: Db, days: int) -> list[DayCount]:
+    """Jobs and failures per UTC day over the last ``days`` days, oldest first."""
+    async with acquire(db) as conn:
+        return [DayCount(*row) for row in await conn.fetch(query("jobs_per_day"), days)]
+
+
+async def command_stats(db: Db, days: int) -> list[CommandStats]:
+    """Per command over the last ``days`` days: jobs, failures, median run time."""
+    async with acquire(db) as conn:
+        return [CommandStats(*row) for row in await conn.fetch(query("command_stats"), days)]
 
 
 async def requeue_expired(db: Db) -> list[Job]:

@@ -9,8 +9,11 @@ CREATE TABLE courier_users (
     is_admin boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT now(),
     last_served_at timestamptz,  -- when a job of this user was last claimed; NULL = never (served first)
-    language text  -- chosen with /lang (a catalog: en, de, ru...); NULL = their Telegram language_code
+    language text,  -- chosen with /lang (a catalog: en, de, ru...); NULL = their Telegram language_code
+    banned boolean NOT NULL DEFAULT false  -- /ban; survives /forget
 );
+
+CREATE INDEX courier_users_username_idx ON courier_users (lower(username));  -- /ban @username
 
 CREATE TABLE courier_chat_sessions (
     chat_id bigint NOT NULL,
@@ -113,6 +116,57 @@ CREATE TABLE courier_benchmark_runs (
 
 CREATE INDEX courier_benchmark_runs_workflow_idx ON courier_benchmark_runs (workflow, created_at);
 
+CREATE TABLE courier_allowed_names (
+    username text PRIMARY KEY,  -- an allowed @username, lower case, without the @
+    user_id bigint NOT NULL,  -- who had it on first contact; a later owner of the name is not them
+    bound_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE courier_quota_events (
+    user_id bigint NOT NULL,  -- no foreign key: the counters stay when /forget deletes the user's jobs
+    at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX courier_quota_events_user_idx ON courier_quota_events (user_id, at);
+
+CREATE TABLE courier_pending_actions (
+    token text PRIMARY KEY,  -- the random part of a button's callback data
+    user_id bigint NOT NULL,  -- only this user may press it
+    chat_id bigint NOT NULL,
+    action text NOT NULL,  -- forget, ...
+    payload jsonb NOT NULL DEFAULT '{}',
+    created_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz NOT NULL
+);
+
+CREATE INDEX courier_pending_actions_user_idx ON courier_pending_actions (user_id);
+
+-- Counts one job against the user's quota, or says which quota is spent ('hour' or 'day'; NULL:
+-- counted). A limit of 0 is no limit. Locks the user's row (which must exist), so that one user's
+-- concurrent submissions are counted one after the other; call it in the transaction that inserts
+-- the job.
+CREATE FUNCTION courier_take_quota(p_user bigint, p_per_hour integer, p_per_day integer) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    used_hour bigint;
+    used_day bigint;
+BEGIN
+    PERFORM 1 FROM courier_users WHERE user_id = p_user FOR UPDATE;
+    SELECT count(*) FILTER (WHERE at > now() - interval '1 hour'), count(*)
+    INTO used_hour, used_day
+    FROM courier_quota_events
+    WHERE user_id = p_user AND at > now() - interval '1 day';
+    IF p_per_hour > 0 AND used_hour >= p_per_hour THEN
+        RETURN 'hour';
+    END IF;
+    IF p_per_day > 0 AND used_day >= p_per_day THEN
+        RETURN 'day';
+    END IF;
+    INSERT INTO courier_quota_events (user_id) VALUES (p_user);
+    RETURN NULL;
+END
+$$;
+
 -- Telegram updates that were handled by queueing (or refusing) a job, recorded in the same
 -- transaction: a redelivered update (a webhook retry, polling after a restart, a second host)
 -- queues nothing twice. Telegram keeps an update for at most 24 hours, so rows older than that
@@ -126,16 +180,18 @@ CREATE TABLE courier_updates (
 );
 
 -- Queues a job for user p_user_id unless they have p_max_active queued or running (NULL: no cap),
--- or update p_update_id of bot p_bot_id was handled before (NULL: not from an update).
--- job_id is NULL when nothing was queued: duplicate says why, else active is the user's count.
+-- have spent their quota (p_per_hour, p_per_day as in courier_take_quota; NULL: none), or
+-- update p_update_id of bot p_bot_id was handled before (NULL: not from an update).
+-- job_id is NULL when nothing was queued: duplicate or spent ('hour', 'day') says why, else
+-- active is the user's count.
 -- The user's row is locked first and every statement reads a fresh snapshot (PL/pgSQL, READ
 -- COMMITTED), so one user's submissions are counted one at a time and the cap holds under a
 -- flood. The dispatchers are woken (NOTIFY) when it commits.
 CREATE FUNCTION courier_submit(
     p_user_id bigint, p_username text, p_first_name text, p_language_code text,
     p_chat_id bigint, p_command text, p_params jsonb, p_max_attempts integer, p_reply_to_message_id bigint,
-    p_max_active bigint, p_bot_id bigint, p_update_id bigint,
-    OUT job_id bigint, OUT active bigint, OUT duplicate boolean)
+    p_max_active bigint, p_per_hour integer, p_per_day integer, p_bot_id bigint, p_update_id bigint,
+    OUT job_id bigint, OUT active bigint, OUT spent text, OUT duplicate boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
     duplicate := false;
@@ -154,6 +210,12 @@ BEGIN
         SELECT count(*) INTO active FROM courier_jobs j
         WHERE j.user_id = p_user_id AND j.status IN ('queued', 'running');
         IF active >= p_max_active THEN
+            RETURN;
+        END IF;
+    END IF;
+    IF p_per_hour IS NOT NULL THEN
+        spent := courier_take_quota(p_user_id, p_per_hour, p_per_day);
+        IF spent IS NOT NULL THEN
             RETURN;
         END IF;
     END IF;

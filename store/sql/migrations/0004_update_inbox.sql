@@ -13,16 +13,18 @@ CREATE TABLE courier_updates (
 );
 
 -- Queues a job for user p_user_id unless they have p_max_active queued or running (NULL: no cap),
--- or update p_update_id of bot p_bot_id was handled before (NULL: not from an update).
--- job_id is NULL when nothing was queued: duplicate says why, else active is the user's count.
+-- have spent their quota (p_per_hour, p_per_day as in courier_take_quota; NULL: none), or
+-- update p_update_id of bot p_bot_id was handled before (NULL: not from an update).
+-- job_id is NULL when nothing was queued: duplicate or spent ('hour', 'day') says why, else
+-- active is the user's count.
 -- The user's row is locked first and every statement reads a fresh snapshot (PL/pgSQL, READ
 -- COMMITTED), so one user's submissions are counted one at a time and the cap holds under a
 -- flood. The dispatchers are woken (NOTIFY) when it commits.
 CREATE FUNCTION courier_submit(
     p_user_id bigint, p_username text, p_first_name text, p_language_code text,
     p_chat_id bigint, p_command text, p_params jsonb, p_max_attempts integer, p_reply_to_message_id bigint,
-    p_max_active bigint, p_bot_id bigint, p_update_id bigint,
-    OUT job_id bigint, OUT active bigint, OUT duplicate boolean)
+    p_max_active bigint, p_per_hour integer, p_per_day integer, p_bot_id bigint, p_update_id bigint,
+    OUT job_id bigint, OUT active bigint, OUT spent text, OUT duplicate boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
     duplicate := false;
@@ -41,6 +43,12 @@ BEGIN
         SELECT count(*) INTO active FROM courier_jobs j
         WHERE j.user_id = p_user_id AND j.status IN ('queued', 'running');
         IF active >= p_max_active THEN
+            RETURN;
+        END IF;
+    END IF;
+    IF p_per_hour IS NOT NULL THEN
+        spent := courier_take_quota(p_user_id, p_per_hour, p_per_day);
+        IF spent IS NOT NULL THEN
             RETURN;
         END IF;
     END IF;
