@@ -22,12 +22,15 @@ from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, BaseHandler, CommandHandler, MessageHandler, TypeHandler, filters
 
 from .. import imaging
+from ..jobs.options import OptionError, command_options, plan
 from ..jobs.submit import submit
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
-from . import admin
+from ..store.user_options import get_user_options
+from . import admin, defaults
 from .context import CourierContext
+from .options import choose, describe, format_options, option_message, split_options
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
 
 log = get_logger("bot")
@@ -35,7 +38,8 @@ log = get_logger("bot")
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
-MENU_COMMANDS = {"help": "List the commands", "status": "Your jobs in the queue", "cancel": "Cancel your jobs"}
+MENU_COMMANDS = {"help": "List the commands", "status": "Your jobs in the queue", "cancel": "Cancel your jobs",
+                 "settings": "Your default options"}
 """Built-ins shown in everyone's Telegram menu (admin commands are not)."""
 BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_SEED = 2**32 - 1
@@ -85,9 +89,20 @@ async def start(update: Update, context: CourierContext) -> None:
 
 
 async def help_command(update: Update, context: CourierContext) -> None:
-    """List the enabled commands from the command table."""
-    await update.effective_message.reply_text(
-        context.t(update, "help", commands=await _command_lines(context, update)))
+    """List the enabled commands from the command table; ``/help <command>`` lists its options."""
+    if not context.args:
+        await update.effective_message.reply_text(
+            context.t(update, "help", commands=await _command_lines(context, update)))
+        return
+    name = context.args[0].removeprefix("/").lower()
+    command = await commands.get_command(context.pool, name)
+    if command is None or not command.enabled:
+        await update.effective_message.reply_text(context.t(update, "unknown_command", name=name))
+        return
+    say = functools.partial(context.t, update)
+    await update.effective_message.reply_text(say(
+        "help_command", name=name, description=command.description,
+        options="\n".join(describe(command_options(command.workflow), say))))
 
 
 async def status(update: Update, context: CourierContext) -> None:
@@ -160,7 +175,16 @@ async def run_command(update: Update, context: CourierContext) -> None:
         await message.reply_text(context.t(update, "unknown_command", name=request.name))
         return
     needs_image = requires_image(command.workflow)
-    if not request.args and not needs_image:
+    say = functools.partial(context.t, update)
+    spec = command_options(command.workflow)
+    prompt, typed = split_options(request.args)
+    try:
+        chosen, used = choose(typed, split_options(await get_user_options(context.pool, user.id))[1], spec)
+        runs = plan(chosen, spec, random.randint(0, MAX_SEED))
+    except OptionError as error:
+        await message.reply_text(option_message(error, say, request.name, spec))
+        return
+    if not prompt and not needs_image:
         await message.reply_text(context.t(update, "missing_prompt", name=request.name))
         return
     if len(request.args) > MAX_PROMPT_CHARS:
@@ -169,7 +193,6 @@ async def run_command(update: Update, context: CourierContext) -> None:
         return
     image = None
     if needs_image:
-        say = functools.partial(context.t, update)
         max_bytes = int(context.settings.max_image_mb * 2**20)
         try:
             image = (image_file_id(message, say, request.name, max_bytes)
@@ -190,12 +213,17 @@ async def run_command(update: Update, context: CourierContext) -> None:
         return (await message.reply_text(context.t(update, "queued", name=request.name, position=position))
                 ).message_id
 
-    await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
-                 params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
-                         "language": language, "workflow": command.workflow},  # runs as it was when queued
-                 post_status=post_status, profile=(username, first_name, language),
-                 reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-                 refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
+    for run in runs:  # one, or --n of them where the graph takes no batch
+        queued = await submit(
+            context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
+            params={"prompt": prompt, "seed": run.seed, "options": format_options(used), "inputs": run.inputs,
+                    "image_file_id": image, "language": language,
+                    "workflow": command.workflow},  # runs as it was when queued
+            post_status=post_status, profile=(username, first_name, language),
+            reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
+            refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
+        if queued is None:
+            break
 
 
 async def hint(update: Update, context: CourierContext) -> None:
@@ -237,6 +265,7 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CommandHandler("help", help_command, MESSAGES_ONLY), 0),
         (CommandHandler("status", status, MESSAGES_ONLY), 0),
         (CommandHandler("cancel", cancel, MESSAGES_ONLY), 0),
+        (CommandHandler("settings", defaults.settings, MESSAGES_ONLY), 0),
         (CommandHandler("bench", admin.bench, MESSAGES_ONLY), 0),  # admins only; before the command table's
         (CommandHandler("compare", admin.compare, MESSAGES_ONLY), 0),
         (MessageHandler(COMMAND, run_command), 0),

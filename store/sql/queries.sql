@@ -40,6 +40,16 @@ SELECT * FROM courier_users WHERE user_id = $1;
 -- set_admin --
 UPDATE courier_users SET is_admin = $2 WHERE user_id = $1 RETURNING *;
 
+-- get_user_options --
+SELECT options FROM courier_user_options WHERE user_id = $1;
+
+-- set_user_options --
+INSERT INTO courier_user_options (user_id, options) VALUES ($1, $2)
+ON CONFLICT (user_id) DO UPDATE SET options = EXCLUDED.options, updated_at = now();
+
+-- clear_user_options --
+DELETE FROM courier_user_options WHERE user_id = $1;
+
 -- get_session --
 SELECT * FROM courier_chat_sessions WHERE chat_id = $1 AND user_id = $2;
 
