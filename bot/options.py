@@ -12,10 +12,9 @@ import re
 from collections.abc import Callable, Iterable
 
 from ..jobs.options import MAX_SEED, TARGETS, OptionError, OptionSpec, check
-from .parsing import strip_blank
+from .parsing import is_blank, strip_blank
 
 OPTION = re.compile(r"(?:--|—|–)([A-Za-z][A-Za-z0-9_]*)")
-WORD = re.compile(r"\S+")
 REST = "neg"  # the option whose value is the text up to the next option
 EXAMPLES = {"seed": "7", "ar": "16:9", "size": "1024x768", "steps": "4", "n": "2", "neg": "blurry"}
 SHOWN = ("seed", "ar", "size", "steps", "n", "neg")  # the order /help and the errors list them in
@@ -23,26 +22,39 @@ SHOWN = ("seed", "ar", "size", "steps", "n", "neg")  # the order /help and the e
 Pairs = list[tuple[str, str | None]]
 
 
+def words_of(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each word: a run of characters that are not blank (``parsing.is_blank``)."""
+    spans, start = [], None
+    for index, char in enumerate(text + " "):
+        if is_blank(char) and start is not None:
+            spans.append((start, index))
+            start = None
+        elif not is_blank(char) and start is None:
+            start = index
+    return spans
+
+
 def split_options(text: str) -> tuple[str, Pairs]:
     """(prompt, [(option name, value or None), ...]) of a command's text; names lowercased."""
-    words = list(WORD.finditer(text))
-    is_option = [OPTION.fullmatch(word[0]) is not None for word in words]
+    spans = words_of(text)
+    words = [text[begin:end] for begin, end in spans]
+    is_option = [OPTION.fullmatch(word) is not None for word in words]
     parts, pairs, start, i = [], [], 0, 0
     while i < len(words):
         if not is_option[i]:
             i += 1
             continue
-        parts.append(text[start:words[i].start()])
-        name = OPTION.fullmatch(words[i][0])[1].lower()
+        parts.append(text[start:spans[i][0]])
+        name = OPTION.fullmatch(words[i])[1].lower()
         if name == REST:
             after = next((k for k in range(i + 1, len(words)) if is_option[k]), len(words))
-            start = words[after].start() if after < len(words) else len(text)
-            value = strip_blank(text[words[i].end():start]) or None
+            start = spans[after][0] if after < len(words) else len(text)
+            value = strip_blank(text[spans[i][1]:start]) or None
             i = after
         else:
-            value = words[i + 1][0] if i + 1 < len(words) and not is_option[i + 1] else None
+            value = words[i + 1] if i + 1 < len(words) and not is_option[i + 1] else None
             i += 1 if value is None else 2
-            start = words[i - 1].end()
+            start = spans[i - 1][1]
         pairs.append((name, value))
     parts.append(text[start:])
     return " ".join(part for part in map(strip_blank, parts) if part), pairs

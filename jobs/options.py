@@ -31,14 +31,14 @@ DEFAULT_DECLARATION = "size steps n neg"
 """What an Input without an ``options`` input offers (the widget's default, and old graphs')."""
 TARGETS = {"seed": "seed", "ar": "size", "size": "size", "steps": "steps", "n": "n", "neg": "neg"}
 """Option name as typed -> what it sets (``--ar`` and ``--size`` both set the size)."""
-AR_STEP, SIZE_STEP = 64, 8  # sides from --ar are rounded to multiples of 64, from --size to 8
+AR_STEP, SIZE_STEP = 16, 8  # sides from --ar are rounded to multiples of 16, from --size to 8
 
 # Outputs of the Telegram Input (nodes/telegram_input.py RETURN_NAMES)
 IMAGE, WIDTH, HEIGHT, STEPS, NEGATIVE, BATCH = 1, 4, 5, 8, 9, 10
 
-_ITEM = re.compile(r"([a-z]+)(?:=(\d{1,5})(?:-(\d{1,5}))?)?")
-_SIZE = re.compile(r"(\d{1,5})[xX×](\d{1,5})")
-_RATIO = re.compile(r"(\d{1,4}):(\d{1,4})")
+_ITEM = re.compile(r"([a-z]+)(?:=([0-9]{1,5})(?:-([0-9]{1,5}))?)?")
+_SIZE = re.compile(r"([0-9]{1,5})[xX×]([0-9]{1,5})")
+_RATIO = re.compile(r"([0-9]{1,4}):([0-9]{1,4})")
 
 
 class OptionError(ValueError):
