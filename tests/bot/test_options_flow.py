@@ -67,6 +67,12 @@ async def results(bot, message, count=1) -> list[bytes]:
     return [bot.file_bytes(call.result["document"]["file_id"]) for call in calls]
 
 
+async def all_done(bot, count: int) -> None:
+    """Wait until ``count`` jobs have said Done: none is still delivering when the test ends."""
+    await bot.emulator.wait_for(lambda: sum(c.method == "editMessageText" and c.params["text"].startswith("Done")
+                                            for c in bot.outbox) == count, timeout=60)
+
+
 def texts(bot) -> list[str]:
     return [c.params.get("text") for c in bot.outbox if c.method in ("sendMessage", "editMessageText")]
 
@@ -101,6 +107,7 @@ async def test_the_same_seed_gives_the_same_png_and_another_seed_another(courier
     (other,) = await results(botapi_bot, botapi_bot.inject_text(USER, "/demo --seed 8 x"))
     assert first == again
     assert not np.array_equal(pixels(first), pixels(other))
+    await all_done(botapi_bot, 3)
     assert [(p["prompt"], p["seed"], p["options"]) for p in await job_params(courier_real)] == [
         ("x", 7, "--seed 7"), ("x", 7, "--seed 7"), ("x", 8, "--seed 8")]
 
@@ -109,6 +116,7 @@ async def test_n_makes_jobs_from_consecutive_seeds_where_the_graph_takes_no_batc
     pair = await results(botapi_bot, botapi_bot.inject_text(USER, "/demo --n 2 --seed 7 x"), count=2)
     (alone,) = await results(botapi_bot, botapi_bot.inject_text(OTHER, "/demo x --seed 8"))
     assert alone in pair and len(set(pair)) == 2  # one is seed 8's card, the other (seed 7's) differs
+    await all_done(botapi_bot, 3)
     assert [p["seed"] for p in await job_params(courier_real)] == [7, 8, 8]
 
 
@@ -117,6 +125,7 @@ async def test_ar_and_size_set_the_picture_s_size(courier_real, botapi_bot):
     assert pixels(wide).shape == (384, 688, 3)  # 512x512's area at 16:9, sides in multiples of 16
     (sized,) = await results(botapi_bot, botapi_bot.inject_text(USER, "/demo x --size 300x200"))
     assert pixels(sized).shape == (200, 304, 3)  # rounded to multiples of 8
+    await all_done(botapi_bot, 2)
 
 
 async def test_n_is_one_batch_where_the_graph_takes_the_input_s_batch(courier_real, botapi_bot):
@@ -126,6 +135,7 @@ async def test_n_is_one_batch_where_the_graph_takes_the_input_s_batch(courier_re
     assert len({bytes(pixels(data)) for data in found}) == 1  # the card, three times
     (params,) = await job_params(courier_real)
     assert params["seed"] == 5 and params["inputs"] == {"batch": 3}
+    await all_done(botapi_bot, 1)
     botapi_bot.inject_text(USER, "/many --n 4 cards")
     await botapi_bot.wait_for_call("sendMessage", where=lambda c: "--n takes a whole number from 1 to 3" in c.params["text"])
 
@@ -168,8 +178,8 @@ async def test_the_explanation_is_in_the_user_s_language(courier_fake, botapi_bo
 async def test_help_lists_a_command_s_options(courier_fake, botapi_bot):
     text = await answer(botapi_bot, USER, "/help sd3")
     assert text.startswith("/sd3 — Image from text with Stable Diffusion 3.5")
-    for line in ("--seed N", "--ar W:H — aspect ratio, from 1:4 to 4:1", "--size WxH", "--steps N — sampling steps, "
-                 "from 1 to 50 (default 20)", "--n N — N results (up to 4)", "--neg text"):
+    for line in ("--seed N", "--ar W:H — aspect ratio, from 1:4 to 4:1", "--size WxH",
+                 "--steps N — sampling steps, from 1 to 50 (default 20)", "--n N — N results (up to 4)", "--neg text"):
         assert line in text
     text = await answer(botapi_bot, USER, "/help /demoedit")
     assert "--seed N" in text and "--ar" not in text and "--n" not in text
