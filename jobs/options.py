@@ -102,8 +102,11 @@ def declared(text: str) -> dict[str, tuple[int, int] | None]:
 def command_options(workflow: dict) -> OptionSpec:
     """The options the command's workflow offers; WorkflowError if its declaration is malformed."""
     inputs = workflow[input_node(workflow)].get("inputs", {})
+    declaration = inputs.get("options", DEFAULT_DECLARATION)
+    if not isinstance(declaration, str):
+        raise WorkflowError("options: the Telegram Input's options must be a text")
     try:
-        ranges = declared(inputs.get("options", DEFAULT_DECLARATION))
+        ranges = declared(declaration)
     except ValueError as exc:
         raise WorkflowError(str(exc)) from None
     used = used_outputs(workflow)
@@ -111,8 +114,13 @@ def command_options(workflow: dict) -> OptionSpec:
     reaches = {"size": bool({WIDTH, HEIGHT} & used) or card, "steps": STEPS in used,
                "neg": NEGATIVE in used, "n": True}
     return OptionSpec({name: rng for name, rng in ranges.items() if reaches[name]},
-                      size=(inputs.get("width", 1024), inputs.get("height", 1024)),
-                      steps=inputs.get("steps"), batch=BATCH in used)
+                      size=(_number_or(inputs.get("width"), 1024), _number_or(inputs.get("height"), 1024)),
+                      steps=_number_or(inputs.get("steps"), None), batch=BATCH in used)
+
+
+def _number_or(value: Any, default: int | None) -> int | None:
+    """A widget's whole number; ``default`` where it is missing or a link (a widget turned input)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
 WIDEST = OptionSpec(dict(LIMITS))

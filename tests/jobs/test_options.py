@@ -78,6 +78,14 @@ def test_an_old_graph_without_a_declaration_offers_what_it_wires():
 def test_a_malformed_declaration_is_a_workflow_error():
     with pytest.raises(WorkflowError, match="not one of"):
         command_options(graph({"options": "size colour"}, ("w", 4)))
+    with pytest.raises(WorkflowError, match="must be a text"):
+        command_options(graph({"options": ["size"]}, ("w", 4)))
+
+
+def test_a_size_or_steps_widget_turned_into_an_input_keeps_the_defaults():
+    spec = command_options(graph({"width": ["9", 0], "steps": ["9", 1], "options": "size steps"}, ("w", 4), ("s", 8)))
+    assert spec.size == (1024, 512) and spec.steps is None
+    assert check("ar", "1:1", spec)[1] == (720, 720)
 
 
 @pytest.mark.parametrize(("name", "value", "expected"), [
