@@ -25,6 +25,7 @@ MAX_SEED = 0xFFFFFFFFFFFFFFFF  # what the Telegram Input and ComfyUI's samplers 
 MAX_N = 4
 SIZE_LIMITS = (16, 8192)  # the Input's width and height widgets
 STEPS_LIMITS = (1, 10000)  # ComfyUI's samplers
+DEFAULT_SIZE, DEFAULT_STEPS = 1024, 20  # the Input's widgets' defaults: what a graph that leaves them out runs with
 DEFAULT_RANGES = {"size": (256, 2048), "steps": (1, 100), "n": (1, MAX_N), "neg": None}
 LIMITS = {"size": SIZE_LIMITS, "steps": STEPS_LIMITS, "n": (1, MAX_N), "neg": None}
 DEFAULT_DECLARATION = "size steps n neg"
@@ -54,8 +55,8 @@ class OptionSpec:
     """What one command offers: target -> (low, high), or None for a text; plus its defaults."""
 
     ranges: Mapping[str, tuple[int, int] | None]
-    size: tuple[int, int] = (1024, 1024)  # the Input's width and height: what --ar keeps the area of
-    steps: int | None = None  # the Input's steps, where --steps is offered
+    size: tuple[int, int] = (DEFAULT_SIZE, DEFAULT_SIZE)  # the Input's width and height: what --ar keeps the area of
+    steps: int = DEFAULT_STEPS  # the Input's steps
     batch: bool = False  # --n makes one batch (else n jobs)
 
     def offers(self, target: str) -> bool:
@@ -114,11 +115,11 @@ def command_options(workflow: dict) -> OptionSpec:
     reaches = {"size": bool({WIDTH, HEIGHT} & used) or card, "steps": STEPS in used,
                "neg": NEGATIVE in used, "n": True}
     return OptionSpec({name: rng for name, rng in ranges.items() if reaches[name]},
-                      size=(_number_or(inputs.get("width"), 1024), _number_or(inputs.get("height"), 1024)),
-                      steps=_number_or(inputs.get("steps"), None), batch=BATCH in used)
+                      size=(_number_or(inputs.get("width"), DEFAULT_SIZE), _number_or(inputs.get("height"), DEFAULT_SIZE)),
+                      steps=_number_or(inputs.get("steps"), DEFAULT_STEPS), batch=BATCH in used)
 
 
-def _number_or(value: Any, default: int | None) -> int | None:
+def _number_or(value: Any, default: int) -> int:
     """A widget's whole number; ``default`` where it is missing or a link (a widget turned input)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 

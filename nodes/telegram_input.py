@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from .. import imaging
-from ..jobs.options import DEFAULT_DECLARATION, MAX_SEED, STEPS_LIMITS, declared
+from ..jobs.options import (
+    DEFAULT_DECLARATION,
+    DEFAULT_SIZE,
+    DEFAULT_STEPS,
+    MAX_SEED,
+    SIZE_LIMITS,
+    STEPS_LIMITS,
+    declared,
+)
 
 MAX_BATCH = 64
 
@@ -26,8 +34,8 @@ class TelegramInput:
                 "command": ("STRING", {"default": "mycmd", "tooltip": "Bot command name (without /)"}),
                 "prompt": ("STRING", {"default": "an astronaut riding a horse", "multiline": True}),
                 "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True}),
-                "width": ("INT", {"default": 1024, "min": 16, "max": 8192, "step": 8}),
-                "height": ("INT", {"default": 1024, "min": 16, "max": 8192, "step": 8}),
+                "width": ("INT", {"default": DEFAULT_SIZE, "min": SIZE_LIMITS[0], "max": SIZE_LIMITS[1], "step": 8}),
+                "height": ("INT", {"default": DEFAULT_SIZE, "min": SIZE_LIMITS[0], "max": SIZE_LIMITS[1], "step": 8}),
             },
             "optional": {
                 "image": ("STRING", {"default": "", "tooltip": "Uploaded input image name; set by the bot"}),
@@ -35,7 +43,7 @@ class TelegramInput:
                                               "tooltip": "The command edits the user's picture (reply, caption or last result)"}),
                 "chat_id": ("STRING", {"default": ""}),
                 "user_id": ("STRING", {"default": ""}),
-                "steps": ("INT", {"default": 20, "min": STEPS_LIMITS[0], "max": STEPS_LIMITS[1],
+                "steps": ("INT", {"default": DEFAULT_STEPS, "min": STEPS_LIMITS[0], "max": STEPS_LIMITS[1],
                                   "tooltip": "Sampling steps; the bot's --steps sets it"}),
                 "negative": ("STRING", {"default": "", "multiline": True,
                                         "tooltip": "Negative prompt; the bot's --neg sets it"}),
@@ -49,7 +57,7 @@ class TelegramInput:
         }
 
     def receive(self, command, prompt, seed, width, height, image="", require_image=False, chat_id="", user_id="",
-                steps=20, negative="", batch=1, options=DEFAULT_DECLARATION):
+                steps=DEFAULT_STEPS, negative="", batch=1, options=DEFAULT_DECLARATION):
         import torch
 
         picture = load_input_image(image) if image else imaging.text_card(prompt, width, height, seed)

@@ -84,7 +84,7 @@ def test_a_malformed_declaration_is_a_workflow_error():
 
 def test_a_size_or_steps_widget_turned_into_an_input_keeps_the_defaults():
     spec = command_options(graph({"width": ["9", 0], "steps": ["9", 1], "options": "size steps"}, ("w", 4), ("s", 8)))
-    assert spec.size == (1024, 512) and spec.steps is None
+    assert spec.size == (1024, 512) and spec.steps == 20  # what the Input runs with
     assert check("ar", "1:1", spec)[1] == (720, 720)
 
 
