@@ -78,7 +78,8 @@ def choose(typed: Pairs, defaults: Pairs, spec: OptionSpec) -> tuple[dict, Pairs
     for name, value in typed:
         target, checked = check(name, value, spec)
         if target in chosen:
-            raise OptionError("option_twice", name=name if by[target] == name else f"{by[target]}/--{name}")
+            both = name if by[target] == name else "/--".join((by[target], name))  # --ar/--size
+            raise OptionError("option_twice", name=both)
         chosen[target], by[target] = checked, name
         used.append((name, value))
     for name, value in defaults:
@@ -106,13 +107,17 @@ def option_message(error: OptionError, say: Callable[..., str], command: str, sp
     return say(error.key, **error.params, **extra)
 
 
-def describe(spec: OptionSpec, say: Callable[..., str]) -> list[str]:
+def option_lines(spec: OptionSpec, say: Callable[..., str]) -> list[str]:
     """One line per option the command takes, for /help <command>."""
     width, height = spec.size
-    lines = []
-    for name in offered(spec):
-        low, high = (0, MAX_SEED) if name == "seed" else spec.ranges[TARGETS[name]] or (None, None)
-        limit = f"{spec.max_ratio:g}" if name == "ar" else None
-        lines.append(say(f"help_opt_{name}", low=low, high=high, limit=limit, width=width, height=height,
-                         default=spec.steps))
-    return lines
+    size = spec.ranges.get("size") or (None, None)
+    steps = spec.ranges.get("steps") or (None, None)
+    lines = {
+        "seed": lambda: say("help_opt_seed", high=MAX_SEED),
+        "ar": lambda: say("help_opt_ar", limit=format(spec.max_ratio, "g"), width=width, height=height),
+        "size": lambda: say("help_opt_size", low=size[0], high=size[1], width=width, height=height),
+        "steps": lambda: say("help_opt_steps", low=steps[0], high=steps[1], default=spec.steps),
+        "n": lambda: say("help_opt_n", high=spec.ranges.get("n", (1, 1))[1]),
+        "neg": lambda: say("help_opt_neg"),
+    }
+    return [lines[name]() for name in offered(spec)]

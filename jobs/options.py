@@ -167,7 +167,7 @@ def _ratio_size(value: str, spec: OptionSpec) -> tuple[int, int]:
     match = _RATIO.fullmatch(value)
     ratio = int(match[1]) / int(match[2]) if match and int(match[1]) and int(match[2]) else 0
     if not 1 / limit <= ratio <= limit:
-        raise OptionError("option_bad_ar", value=_shown(value), limit=f"{limit:g}")
+        raise OptionError("option_bad_ar", value=_shown(value), limit=format(limit, "g"))
     area = spec.size[0] * spec.size[1]
     return _round(math.sqrt(area * ratio), AR_STEP, low, high), _round(math.sqrt(area / ratio), AR_STEP, low, high)
 

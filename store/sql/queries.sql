@@ -40,6 +40,14 @@ SELECT * FROM courier_users WHERE user_id = $1;
 -- set_admin --
 UPDATE courier_users SET is_admin = $2 WHERE user_id = $1 RETURNING *;
 
+-- set_language --
+-- The user's /lang choice ($2; NULL: their Telegram language again), for a new user too.
+INSERT INTO courier_users (user_id, language) VALUES ($1, $2)
+ON CONFLICT (user_id) DO UPDATE SET language = EXCLUDED.language;
+
+-- chosen_language --
+SELECT language FROM courier_users WHERE user_id = $1;
+
 -- get_user_options --
 SELECT options FROM courier_user_options WHERE user_id = $1;
 

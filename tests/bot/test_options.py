@@ -5,11 +5,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from comfyui_courier import i18n
-from comfyui_courier.bot.options import OPTION, SHOWN, choose, describe, format_options, option_message, split_options
+from comfyui_courier.bot.options import OPTION, SHOWN, choose, format_options, option_lines, option_message, split_options
 from comfyui_courier.jobs.options import MAX_SEED, WIDEST, OptionError, command_options, plan
 from comfyui_courier.jobs.seed import seed_manifest, shipped_workflow
 
-LANGUAGES = sorted(i18n.MESSAGES)
+LANGUAGES = i18n.LANGUAGES
 SPECS = {name: command_options(shipped_workflow(entry)) for name, entry in seed_manifest().items()}
 EXAMPLES = 300
 HOSTILE = "\x00\n\t \u200b\ufeff\ud800—–-:x×0123456789"
@@ -119,14 +119,14 @@ def test_the_unknown_option_message_lists_what_the_command_takes():
 @pytest.mark.parametrize("language", LANGUAGES)
 @pytest.mark.parametrize("command", sorted(SPECS))
 def test_help_describes_each_offered_option_in_every_language(command, language):
-    lines = describe(SPECS[command], say_in(language))
+    lines = option_lines(SPECS[command], say_in(language))
     assert [line.split()[0] for line in lines] == [f"--{n}" for n in SHOWN if n in ("seed", *SPECS[command].ranges)
                                                    or (n == "ar" and "size" in SPECS[command].ranges)]
     assert all("None" not in line for line in lines)
 
 
 def test_help_shows_the_ranges_and_defaults():
-    assert describe(SPECS["f"], say_in("en"))[1:4] == [
+    assert option_lines(SPECS["f"], say_in("en"))[1:4] == [
         "--ar W:H — aspect ratio, from 1:4 to 4:1, about as many pixels as 1024×1024",
         "--size WxH — width and height, each from 256 to 2048 (default 1024x1024)",
         "--steps N — sampling steps, from 1 to 8 (default 4)"]

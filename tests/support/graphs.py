@@ -13,3 +13,19 @@ FLUX = {  # the graph behind the recorded transcript's missing_model_prompt: FLU
     "7": {"class_type": "VAEDecode", "inputs": {"samples": ["5", 0], "vae": ["6", 0]}},
     "8": {"class_type": "SaveImage", "inputs": {"images": ["7", 0], "filename_prefix": "flux"}},
 }
+
+
+def cpu_bound(size: int, radius: int) -> dict:
+    """A weight-free command workflow whose run is CPU-bound: ``ImageSharpen`` of a size x size card,
+    its time growing with both, scaled down to 256 px so saving and sending it stay cheap."""
+    return {
+        "1": {"class_type": "CourierTelegramInput", "inputs": {
+            "command": "busy", "prompt": "", "seed": 0, "width": size, "height": size, "image": "",
+            "chat_id": "", "user_id": ""}},
+        "2": {"class_type": "ImageSharpen", "inputs": {"image": ["1", 1], "sharpen_radius": radius, "sigma": 1.0,
+                                                       "alpha": 1.0}},
+        "3": {"class_type": "ImageScale", "inputs": {"image": ["2", 0], "upscale_method": "bilinear", "width": 256,
+                                                     "height": 256, "crop": "disabled"}},
+        "4": {"class_type": "CourierTelegramOutput", "inputs": {"images": ["3", 0], "filename_prefix": "courier/busy",
+                                                                "keep_metadata": False}},
+    }
