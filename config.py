@@ -54,6 +54,16 @@ class Secret:
         return repr(self)
 
 
+def user_ref(text: str) -> int | str:
+    """A user in a list setting: a Telegram id, or ``@username`` (kept lower case, without the ``@``)."""
+    if text.startswith("@"):
+        name = text[1:].lower()
+        if not (5 <= len(name) <= 32 and name.replace("_", "").isalnum() and name.isascii()):
+            raise ValueError(f"{text!r} is not a Telegram username")
+        return "@" + name
+    return int(text)
+
+
 def _field(env: str, default: Any, help: str, **kw: Any) -> Any:
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default),
@@ -68,8 +78,9 @@ class Settings:
     telegram_api_url: str = _field("COURIER_TELEGRAM_API_URL", "https://api.telegram.org",
                                    "Bot API server (a local Bot API server or the test emulator)")
     allowed_users: list = _field("COURIER_ALLOWED_USERS", [],
-                                 "Telegram user ids allowed to use the bot (comma separated); empty = everyone",
-                                 item=int)
+                                 "Who may use the bot: Telegram user ids and @usernames (comma separated; a "
+                                 "username counts for the id it first comes with); empty = everyone",
+                                 item=user_ref)
     language: str = _field("COURIER_LANGUAGE", "en", "Fallback language for replies (en, de, ru, zh, ja, tr)")
     database_url: Secret = _field("COURIER_DATABASE_URL", Secret(""),
                                   "PostgreSQL URL; empty = embedded server in the data directory")
@@ -86,14 +97,21 @@ class Settings:
                                  "Token for the /courier admin routes (Authorization: Bearer <token>); "
                                  "empty = those routes refuse")
     admin_users: list = _field("COURIER_ADMIN_USERS", [],
-                               "Telegram user ids who may use the admin commands /bench and /compare "
-                               "(comma separated); empty = nobody", item=int)
+                               "Telegram user ids who may use the admin commands (/queue, /cancel of any job, "
+                               "/ban, /unban, /stats, /bench, /compare; comma separated); empty = nobody", item=int)
     progress_interval_s: float = _field("COURIER_PROGRESS_INTERVAL_S", 3.0,
                                         "Minimum seconds between progress edits in one chat", minimum=0.0)
     max_image_mb: float = _field("COURIER_MAX_IMAGE_MB", 20.0,
                                  "Largest image a user may send", minimum=0.1)
     max_jobs_per_user: int = _field("COURIER_MAX_JOBS_PER_USER", 5,
                                     "Queued + running jobs one user may have at once", minimum=1)
+    quota_hour: int = _field("COURIER_QUOTA_HOUR", 0,
+                             "Jobs one user may start per hour (admins: no limit); 0 = no limit", minimum=0)
+    quota_day: int = _field("COURIER_QUOTA_DAY", 0,
+                            "Jobs one user may start per 24 hours (admins: no limit); 0 = no limit", minimum=0)
+    retention_days: int = _field("COURIER_RETENTION_DAYS", 30,
+                                 "Finished jobs, their files on the backends and idle chat sessions are "
+                                 "deleted after this many days; 0 = kept until /forget", minimum=0)
     job_timeout_s: float = _field("COURIER_JOB_TIMEOUT_S", 1800.0,
                                   "A job running longer than this is failed", minimum=1.0)
     pipeline_depth: int = _field("COURIER_PIPELINE_DEPTH", 2,

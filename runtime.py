@@ -35,6 +35,7 @@ class Courier:
         self.bot = None
         self.sink = None  # jobs.ports.ChatSink over the bot: how jobs reach their chats
         self.dispatcher = None
+        self.retention = None
         self.anyone = None
         self._boot_task: asyncio.Task | None = None
         if settings_error:
@@ -118,6 +119,10 @@ class Courier:
                                      anyone=self.anyone)
         self.bot.dispatcher = self.dispatcher
         await self.dispatcher.start()
+        from .retention import Retention
+
+        self.retention = Retention(self.store.pool, self.dispatcher.clients, self.settings.retention_days)
+        self.retention.start()
 
     async def _start_anyone(self) -> None:
         from .anyone import AnyoneService
@@ -130,7 +135,7 @@ class Courier:
         if self._boot_task is not None and not self._boot_task.done():
             self._boot_task.cancel()
             await asyncio.gather(self._boot_task, return_exceptions=True)
-        stops = [s.stop for s in (self.dispatcher, self.bot, self.anyone) if s is not None]
+        stops = [s.stop for s in (self.retention, self.dispatcher, self.bot, self.anyone) if s is not None]
         for stop in stops + ([self.store.close] if self.store is not None else []):
             try:
                 await stop()

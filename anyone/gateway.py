@@ -39,6 +39,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/object_info/{}"),
     ("GET", "/system_stats"),
     ("GET", "/courier/health"),
+    ("POST", "/courier/files/delete"),  # /forget and retention: the bot deletes Courier's files here
 )
 # RFC 9110 7.6.1, plus what a proxy must never forward
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",

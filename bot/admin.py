@@ -1,8 +1,10 @@
-"""Admin commands: ``/bench <command> [runs]`` and ``/compare [workflow]``.
+"""Admin commands: ``/queue``, ``/cancel <job id>`` of anyone's job, ``/ban`` and ``/unban``,
+``/stats``, ``/bench <command> [runs]`` and ``/compare [workflow]``.
 
 Only the users in ``COURIER_ADMIN_USERS`` may run them; everyone else gets a refusal in their
-language. ``/bench`` queues a job of kind ``benchmark`` (``jobs/bench.py`` runs it on the
-backend that claims it); ``/compare`` answers from the stored runs at once.
+language, and only admins see them in their Telegram menu (``admin_menu``, published for each
+admin's chat). ``/bench`` queues a job of kind ``benchmark`` (``jobs/bench.py`` runs it on the
+backend that claims it); the others answer from PostgreSQL at once.
 """
 
 from __future__ import annotations
@@ -13,27 +15,34 @@ import html
 import re
 
 from telegram import Update
+from telegram.constants import MessageLimit
 
+from .. import i18n
 from ..gpu import compare_view
 from ..gpu.compare import build_table, to_text
 from ..gpu.storage import load_runs
 from ..jobs import bench as bench_job
 from ..jobs.submit import submit
 from ..jobs.workflow import WorkflowError
-from ..store import commands
+from ..store import access as access_store
+from ..store import commands, jobs
+from .access import is_admin
 from .context import CourierContext
 from .parsing import parse_command, profile
 
-ADMIN_COMMANDS = ("bench", "compare")
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
+JOB_ID = re.compile(r"^#?([0-9]{1,18})$")
+USER_REF = re.compile(r"^(?:([0-9]{1,18})|@([A-Za-z0-9_]{5,32}))$")
 MAX_ROWS = 25  # table rows in a chat message
 MAX_RUNS = 1000  # stored runs read for /compare, newest first
 MAX_WORKFLOW_CHARS = 256
+MAX_QUEUE_LINES = 40
+STATS_DAYS = 7
 
 
-def is_admin(update: Update, context: CourierContext) -> bool:
-    user = update.effective_user
-    return user is not None and user.id in context.settings.admin_users
+def _args(update: Update, context: CourierContext) -> str:
+    request = parse_command(update.effective_message.text, context.bot.username)
+    return request.args if request else ""
 
 
 async def _admin_only(update: Update, context: CourierContext, name: str) -> bool:
@@ -139,3 +148,117 @@ def comparison_message(update: Update, context: CourierContext, runs: list, work
 
 def _titled(title: str, table_text: str) -> str:
     return f"<b>{html.escape(title)}</b>\n<pre>{html.escape(table_text)}</pre>"
+
+
+async def interrupt(context: CourierContext, running: list[jobs.Job]) -> None:
+    """Stop the prompts of cancelled jobs that were running (on this process's backends)."""
+    dispatcher = context.bot_data.dispatcher
+    for job in running:
+        if dispatcher is not None:
+            await dispatcher.interrupt(job.id)
+
+
+async def cancel_one(update: Update, context: CourierContext, args: str) -> None:
+    """``/cancel <job id>``: the user's own job, or anyone's for an admin."""
+    message = update.effective_message
+    match = JOB_ID.match(args)
+    if match is None:
+        await message.reply_text(context.t(update, "cancel_usage"))
+        return
+    job_id = int(match.group(1))
+    owner = None if is_admin(update, context) else update.effective_user.id
+    job, previous = await jobs.cancel_one_job(context.pool, job_id, user_id=owner)
+    if job is None:
+        await message.reply_text(context.t(update, "cancel_job_none", id=job_id))
+        return
+    if previous == "running":
+        await interrupt(context, [job])
+    await message.reply_text(context.t(update, "cancel_job_done", id=job_id))
+
+
+async def queue(update: Update, context: CourierContext) -> None:
+    """``/queue``: every user's running and queued jobs, in the order they will be claimed."""
+    if not await _admin_only(update, context, "queue"):
+        return
+    listed = await jobs.list_queue(context.pool)
+    if not listed:
+        await update.effective_message.reply_text(context.t(update, "queue_empty"))
+        return
+    lines = []
+    for job in listed[:MAX_QUEUE_LINES]:
+        state = (context.t(update, "state_running") if job.status == "running"
+                 else context.t(update, "state_queued", position=job.position))
+        lines.append(context.t(update, "queue_line", id=job.id, command=job.command, user_id=job.user_id,
+                               state=state))
+    if len(listed) > MAX_QUEUE_LINES:
+        lines.append(context.t(update, "queue_more", count=len(listed) - MAX_QUEUE_LINES))
+    await update.effective_message.reply_text("\n".join(lines)[:MessageLimit.MAX_TEXT_LENGTH])
+
+
+async def _target(update: Update, context: CourierContext, name: str) -> int | None:
+    """The user a ``/ban`` or ``/unban`` names (an id, or a ``@username`` seen before); None after a reply."""
+    message = update.effective_message
+    match = USER_REF.match(_args(update, context))
+    if match is None:
+        await message.reply_text(context.t(update, "ban_usage", name=name))
+        return None
+    if match.group(1):
+        return int(match.group(1))
+    user_id = await access_store.user_by_username(context.pool, match.group(2).lower())
+    if user_id is None:
+        await message.reply_text(context.t(update, "ban_unknown_name", username=match.group(2)))
+    return user_id
+
+
+async def ban(update: Update, context: CourierContext) -> None:
+    """``/ban <user id or @username>``: the user is turned away from now on (admins cannot be banned)."""
+    if not await _admin_only(update, context, "ban") or (user_id := await _target(update, context, "ban")) is None:
+        return
+    if user_id in context.settings.admin_users:
+        await update.effective_message.reply_text(context.t(update, "ban_admin", user_id=user_id))
+        return
+    await access_store.set_banned(context.pool, user_id, True)
+    cancelled = await jobs.cancel_user_jobs(context.pool, user_id)
+    await interrupt(context, cancelled.running)
+    await update.effective_message.reply_text(context.t(
+        update, "ban_done", user_id=user_id, count=len(cancelled.queued) + len(cancelled.running)))
+
+
+async def unban(update: Update, context: CourierContext) -> None:
+    """``/unban <user id or @username>``."""
+    if not await _admin_only(update, context, "unban") or (user_id := await _target(update, context, "unban")) is None:
+        return
+    await access_store.set_banned(context.pool, user_id, False)
+    await update.effective_message.reply_text(context.t(update, "unban_done", user_id=user_id))
+
+
+async def stats(update: Update, context: CourierContext) -> None:
+    """``/stats``: jobs and failures per day, and per command with the median run time, over a week."""
+    if not await _admin_only(update, context, "stats"):
+        return
+    days = await jobs.jobs_per_day(context.pool, STATS_DAYS)
+    if not days:
+        await update.effective_message.reply_text(context.t(update, "stats_none", days=STATS_DAYS))
+        return
+    lines = [context.t(update, "stats_title", days=STATS_DAYS)]
+    lines += [context.t(update, "stats_day", day=day.day.isoformat(), jobs=day.jobs, failed=day.failed)
+              for day in days]
+    lines.append(context.t(update, "stats_per_command"))
+    for row in await jobs.command_stats(context.pool, STATS_DAYS):
+        median = f"{row.median_s:.1f}" if row.median_s is not None else "–"
+        lines.append(context.t(update, "stats_command", command=row.command, jobs=row.jobs, failed=row.failed,
+                               median=median))
+    await update.effective_message.reply_text("\n".join(lines)[:MessageLimit.MAX_TEXT_LENGTH])
+
+
+ADMIN_HANDLERS = {"queue": queue, "ban": ban, "unban": unban, "stats": stats, "bench": bench, "compare": compare}
+ADMIN_COMMANDS = tuple(ADMIN_HANDLERS)
+
+
+def admin_menu(language: str) -> list[tuple[str, str]]:
+    """(command, description) that admins see in their menu after everyone's."""
+    def say(key: str) -> str:
+        return i18n.text(language, key)
+
+    return [("queue", say("menu_queue")), ("ban", say("menu_ban")), ("unban", say("menu_unban")),
+            ("stats", say("menu_stats")), ("bench", say("menu_bench")), ("compare", say("menu_compare"))]

@@ -36,7 +36,7 @@ from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
 from ..store.user_options import get_user_options
-from . import admin, defaults, languages
+from . import access, admin, defaults, forget, languages
 from .context import CourierContext
 from .options import choose, format_options, option_lines, option_message, split_options
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
@@ -46,8 +46,8 @@ log = get_logger("bot")
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
-MENU_COMMANDS = ("help", "status", "cancel", "lang", "settings")
-"""Built-ins shown in everyone's Telegram menu (admin commands are not)."""
+MENU_COMMANDS = ("help", "status", "cancel", "quota", "lang", "forget", "settings")
+"""Built-ins shown in everyone's Telegram menu (admin commands only in the admins', ``admin.admin_menu``)."""
 BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_SEED = 2**32 - 1
 
@@ -57,7 +57,8 @@ class Refusal(Exception):
 
 
 async def gatekeeper(update: Update, context: CourierContext) -> None:
-    """Before any other handler: only new messages and button presses of allowed people go on.
+    """Before any other handler: only new messages and button presses of allowed people go on
+    (``access``: the allowlist and bans).
 
     Edits, channel posts and other kinds of update are dropped (an edit never queues a job
     twice). Anonymous group admins and posts on behalf of a channel all share one sender id,
@@ -71,14 +72,13 @@ async def gatekeeper(update: Update, context: CourierContext) -> None:
                                                               context.bot.username):
             await message.reply_text(context.t(update, "anonymous_sender"))
         raise ApplicationHandlerStop
-    allowed = context.settings.allowed_users
-    user = update.effective_user
-    if not allowed or user.id in allowed:
+    refused = await access.refusal(update, context)
+    if refused is None:
         return
     if update.effective_message is not None:
-        await update.effective_message.reply_text(context.t(update, "not_allowed", user_id=user.id))
+        await update.effective_message.reply_text(refused)
     elif update.callback_query is not None:
-        await update.callback_query.answer(context.t(update, "not_allowed", user_id=user.id))
+        await update.callback_query.answer(refused)
     raise ApplicationHandlerStop
 
 
@@ -93,7 +93,8 @@ def command_menu(listed: list[commands.Command], language: str) -> list[tuple[st
         return i18n.text(language, key)
 
     built_ins = {"help": say("menu_help"), "status": say("menu_status"), "cancel": say("menu_cancel"),
-                 "lang": say("menu_lang"), "settings": say("menu_settings")}
+                 "quota": say("menu_quota"), "lang": say("menu_lang"), "forget": say("menu_forget"),
+                 "settings": say("menu_settings")}
     return [(c.name, describe(c, language)[:256] or c.name) for c in listed] + list(built_ins.items())
 
 
@@ -142,12 +143,14 @@ async def status(update: Update, context: CourierContext) -> None:
 
 
 async def cancel(update: Update, context: CourierContext) -> None:
-    """Cancel the user's queued jobs and interrupt the running ones."""
+    """``/cancel``: the user's queued jobs and running ones (interrupted); ``/cancel <job id>``: that one
+    job, if it is theirs (an admin's: anyone's)."""
+    request = parse_command(update.effective_message.text, context.bot.username)
+    if request is not None and request.args:
+        await admin.cancel_one(update, context, request.args)
+        return
     cancelled = await jobs.cancel_user_jobs(context.pool, update.effective_user.id)
-    dispatcher = context.bot_data.dispatcher
-    for job in cancelled.running:
-        if dispatcher is not None:
-            await dispatcher.interrupt(job.id)
+    await admin.interrupt(context, cancelled.running)
     count = len(cancelled.queued) + len(cancelled.running)
     await update.effective_message.reply_text(context.t(update, "cancelled", count=count) if count
                                               else context.t(update, "nothing_to_cancel"))
@@ -242,7 +245,8 @@ async def run_command(update: Update, context: CourierContext) -> None:
                     "workflow": command.workflow},  # runs as it was when queued
             post_status=post_status, profile=profile(user),
             reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-            refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
+            refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)),
+            quota=access.quota_of(update, context))
         if queued is None:
             break
 
@@ -289,11 +293,14 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CommandHandler("help", help_command, MESSAGES_ONLY), 0),
         (CommandHandler("status", status, MESSAGES_ONLY), 0),
         (CommandHandler("cancel", cancel, MESSAGES_ONLY), 0),
+        (CommandHandler("quota", access.quota, MESSAGES_ONLY), 0),
         (CommandHandler("lang", languages.lang, MESSAGES_ONLY), 0),
         (CallbackQueryHandler(languages.lang_button, pattern=f"^{languages.BUTTON_PREFIX}"), 0),
         (CommandHandler("settings", defaults.settings, MESSAGES_ONLY), 0),
-        (CommandHandler("bench", admin.bench, MESSAGES_ONLY), 0),  # admins only; before the command table's
-        (CommandHandler("compare", admin.compare, MESSAGES_ONLY), 0),
+        (CommandHandler("forget", forget.forget, MESSAGES_ONLY), 0),
+        (CallbackQueryHandler(forget.confirm, pattern=f"^{forget.BUTTON_PREFIX}"), 0),
+        *((CommandHandler(name, handler, MESSAGES_ONLY), 0)  # admins only; before the command table's
+          for name, handler in admin.ADMIN_HANDLERS.items()),
         (MessageHandler(COMMAND, run_command), 0),
         (MessageHandler(MESSAGES_ONLY & filters.ChatType.PRIVATE & ~COMMAND & (filters.TEXT | filters.ATTACHMENT),
                         hint), 0),

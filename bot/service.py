@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from telegram import BotCommand, Update
+from telegram import BotCommand, BotCommandScopeChat, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes
 
@@ -17,6 +17,7 @@ from .. import i18n
 from ..config import Settings
 from ..health import Health
 from ..store import commands
+from .admin import admin_menu
 from .context import BotData, CourierContext
 from .handlers import ALLOWED_UPDATES, build_handlers, command_menu, on_error
 from ..logs import get_logger
@@ -95,15 +96,23 @@ class BotService:
 
     async def publish_command_menu(self) -> None:
         """Telegram's command menu = the enabled commands of the table and the built-ins (setMyCommands),
-        once per catalog language and once for every other language, in ``COURIER_LANGUAGE``."""
+        once per catalog language and once for every other language, in ``COURIER_LANGUAGE``; the same
+        plus the admin commands in each admin's chat (``BotCommandScopeChat``)."""
         listed = await commands.list_commands(self.application.bot_data.store.pool, enabled_only=True)
         for language_code in ("", *i18n.LANGUAGES):
             language = i18n.pick_language(language_code, self.settings.language)
-            menu = [BotCommand(name, description) for name, description in command_menu(listed, language)]
-            try:
-                await self.application.bot.set_my_commands(menu[:100], language_code=language_code or None)
-            except TelegramError as exc:
-                log.warning("could not publish the command menu for language %r: %s", language_code, exc)
+            menu = command_menu(listed, language)
+            await self._set_menu(menu, language_code, None)
+            for admin_id in self.settings.admin_users:
+                await self._set_menu(menu + admin_menu(language), language_code, BotCommandScopeChat(admin_id))
+
+    async def _set_menu(self, menu: list[tuple[str, str]], language_code: str, scope) -> None:
+        try:
+            await self.application.bot.set_my_commands([BotCommand(*entry) for entry in menu][:100], scope=scope,
+                                                       language_code=language_code or None)
+        except TelegramError as exc:
+            log.warning("could not publish the command menu for language %r (%s): %s", language_code,
+                        "everyone" if scope is None else "an admin", exc)
 
     async def stop(self) -> None:
         if self._started:

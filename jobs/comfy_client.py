@@ -412,6 +412,12 @@ class ComfyClient:
         reply = await self._json("POST", "/upload/image", data=form)
         return f"{reply['subfolder']}/{reply['name']}" if reply.get("subfolder") else reply["name"]
 
+    async def delete_files(self, files: list[Mapping[str, str]], prompt_ids: list[str]) -> dict:
+        """``POST /courier/files/delete``, Courier's route on the backend: delete Courier's files there
+        (``[{filename, subfolder, type}]``) and these prompts' history entries. Returns the counts
+        ``{deleted, missing, refused, failed}``."""
+        return await self._json("POST", "/courier/files/delete", json={"files": files, "prompt_ids": prompt_ids})
+
     async def queue_prompt(self, workflow: Mapping[str, Any], client_id: str, prompt_id: str | None = None) -> str:
         """``POST /prompt``; returns the prompt_id.
 

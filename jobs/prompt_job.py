@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import imaging
 from ..store import sessions
+from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from .ports import InputUnavailable
 from .runner import JobError, JobRun
 from .workflow import fill_job, output_nodes
@@ -16,7 +17,7 @@ async def run(run: JobRun) -> dict:
     image_name = ""
     if job.params.get("image_file_id"):
         data = await fetch_image(run, job.params["image_file_id"])
-        image_name = await client.upload_image(data, f"job-{job.id}.png")
+        image_name = await client.upload_image(data, input_filename(job.id), INPUT_SUBFOLDER)
     workflow = fill_job(job.params["workflow"], prompt=job.params.get("prompt", ""), seed=job.params["seed"],
                         image=image_name, chat_id=job.chat_id, user_id=job.user_id,
                         options=job.params.get("inputs"))
@@ -36,7 +37,8 @@ async def run(run: JobRun) -> dict:
         for ref in output.get("images", []) + output.get("gifs", []) + output.get("videos", []):
             data = await client.view(ref["filename"], ref.get("subfolder", ""), ref.get("type", "output"))
             record = await run.sink.send_result(job.chat_id, job.reply_to_message_id, ref["filename"], data)
-            delivered.append({**record, "job_id": job.id})
+            delivered.append({**record, "subfolder": ref.get("subfolder", ""), "type": ref.get("type", "output"),
+                              "job_id": job.id})  # where the file stays on the backend, for /forget
     if delivered:
         await sessions.set_last_outputs(run.pool, job.chat_id, job.user_id, delivered)
     return {"prompt_id": result.prompt_id, "outputs": delivered, "execution_ms": result.execution_ms}

@@ -4,8 +4,8 @@ Access is decided per route by ``api.endpoint`` (admin token, or read-only from 
 health and anyone stay public as before; the Telegram webhook checks its own secret.
 """
 
-from . import anyone, backends, benchmarks, commands, compare, health, jobs, sessions, telegram_webhook
+from . import anyone, backends, benchmarks, commands, compare, files, health, jobs, sessions, telegram_webhook
 
 # compare before benchmarks: /courier/benchmarks/compare must win over any /courier/benchmarks/{id}
 ROUTE_TABLES = (health.routes, anyone.routes, telegram_webhook.routes, commands.routes, jobs.routes,
-                sessions.routes, backends.routes, compare.routes, benchmarks.routes)
+                sessions.routes, backends.routes, compare.routes, benchmarks.routes, files.routes)

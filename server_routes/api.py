@@ -1,6 +1,6 @@
 """What the /courier routes share: who may call them, bounded JSON bodies, one error shape.
 
-Two kinds of access (ComfyUI's own API has no authentication; ours must not widen that hole):
+Three kinds of access (ComfyUI's own API has no authentication; ours must not widen that hole):
 
 - ``ADMIN``: routes that change things. They need ``Authorization: Bearer <COURIER_ADMIN_TOKEN>``;
   with no token configured they refuse with 403 and say how to set one.
@@ -8,6 +8,9 @@ Two kinds of access (ComfyUI's own API has no authentication; ours must not wide
   peer is loopback, the Host header names loopback (no DNS rebinding), no proxy forwarded the
   request, and this server is not an Anyone hidden service (whose visitors arrive from
   loopback too). Anyone else needs the token.
+- ``BACKEND``: what a Courier bot calls on its backends, next to ComfyUI's ``/prompt`` and
+  ``/upload/image``: open to whoever may queue prompts here (this machine, or a client the hidden
+  service authorized), as those are. Such a route may only touch Courier's own files.
 
 Errors are ``{"error": {"code", "message"}}`` with the matching HTTP status.
 """
@@ -33,6 +36,7 @@ log = get_logger("routes")
 
 ADMIN = "admin"
 STATUS = "status"
+BACKEND = "backend"
 MAX_BODY_BYTES = 1 * 2**20
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP")
 TOKEN_HELP = ("set COURIER_ADMIN_TOKEN (or admin_token in courier.toml) and send it as "
@@ -70,7 +74,7 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 
 def endpoint(access: str) -> Callable[[Handler], Handler]:
     """Check ``access`` first, then turn ApiError and database failures into JSON errors."""
-    if access not in (ADMIN, STATUS):
+    if access not in (ADMIN, STATUS, BACKEND):
         raise ValueError(f"unknown access {access!r}")
 
     def wrap(handler: Handler) -> Handler:
@@ -92,6 +96,8 @@ def endpoint(access: str) -> Callable[[Handler], Handler]:
 
 def check_access(request: web.Request, courier: Courier, access: str) -> None:
     """Raise ApiError unless the request may reach a route of this ``access``."""
+    if access == BACKEND:
+        return
     settings = courier.settings
     token = settings.admin_token.reveal() if settings is not None else ""
     given = _bearer(request)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, NamedTuple
 
 import asyncpg
@@ -149,6 +149,43 @@ async def cancel_user_jobs(db: Db, user_id: int) -> Cancelled:
     jobs = [Job(**{k: v for k, v in row.items() if k != "previous_status"}) for row in rows]
     return Cancelled(queued=sorted(job.id for job in jobs if previous[job.id] == "queued"),
                      running=[job for job in jobs if previous[job.id] == "running"])
+
+
+async def cancel_one_job(db: Db, job_id: int, *, user_id: int | None) -> tuple[Job | None, str | None]:
+    """Cancel job ``job_id`` if it is queued or running and ``user_id``'s (anyone's if None).
+
+    Returns (the job, the status it had), or (None, None) if there was no such job to cancel.
+    """
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("cancel_one_job"), job_id, user_id)
+    if row is None:
+        return None, None
+    return Job(**{k: v for k, v in row.items() if k != "previous_status"}), row["previous_status"]
+
+
+class DayCount(NamedTuple):
+    day: date
+    jobs: int
+    failed: int
+
+
+class CommandStats(NamedTuple):
+    command: str
+    jobs: int
+    failed: int
+    median_s: float | None  # of the succeeded jobs, from claim to end
+
+
+async def jobs_per_day(db: Db, days: int) -> list[DayCount]:
+    """Jobs and failures per UTC day over the last ``days`` days, oldest first."""
+    async with acquire(db) as conn:
+        return [DayCount(*row) for row in await conn.fetch(query("jobs_per_day"), days)]
+
+
+async def command_stats(db: Db, days: int) -> list[CommandStats]:
+    """Per command over the last ``days`` days: jobs, failures, median run time."""
+    async with acquire(db) as conn:
+        return [CommandStats(*row) for row in await conn.fetch(query("command_stats"), days)]
 
 
 async def requeue_expired(db: Db) -> list[Job]:

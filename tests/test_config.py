@@ -14,6 +14,12 @@ def test_environment_overrides_the_file(tmp_path):
     assert settings.allowed_users == [7, 8]
 
 
+def test_allowed_users_take_ids_and_usernames_and_quotas_default_to_none():
+    settings = load_settings(None, {"COURIER_ALLOWED_USERS": "7, @Ada_Lovelace"})
+    assert settings.allowed_users == [7, "@ada_lovelace"]
+    assert (settings.quota_hour, settings.quota_day, settings.retention_days) == (0, 0, 30)
+
+
 def test_missing_file_gives_defaults():
     settings = load_settings(None, {})
     assert settings.telegram_bot_token.reveal() == ""
@@ -26,6 +32,9 @@ def test_missing_file_gives_defaults():
     ('anyone_enabled = "perhaps"\n', "anyone_enabled"),
     ('progress_interval_s = -1\n', "progress_interval_s"),
     ('allowed_users = ["abc"]\n', "allowed_users"),
+    ('allowed_users = ["@a b"]\n', "allowed_users"),
+    ('allowed_users = ["@abc"]\n', "allowed_users"),  # Telegram usernames have 5 to 32 characters
+    ('quota_hour = -1\n', "quota_hour"),
 ])
 def test_bad_file_values_name_the_key(tmp_path, content, key):
     file = tmp_path / "courier.toml"

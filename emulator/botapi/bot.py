@@ -321,15 +321,20 @@ class EmulatedBot:
         self.emulator.changed()
         return update
 
-    def inject_callback_query(self, user_id: int, message_id: int, data: str) -> dict[str, Any]:
-        """The user presses the inline button with ``callback_data == data``. Returns the CallbackQuery."""
+    def inject_callback_query(self, user_id: int, message_id: int, data: str, *,
+                              presser: int | None = None) -> dict[str, Any]:
+        """The user presses the inline button with ``callback_data == data``. Returns the CallbackQuery.
+
+        ``presser``: someone else presses the button under a message of ``user_id``'s chat (as in a
+        group, where everyone sees every button).
+        """
         message = self._messages.get((user_id, message_id))
         if message is None:
             raise LookupError(f"no message {message_id} in chat {user_id}")
         rows = message.get("reply_markup", {}).get("inline_keyboard", [])
         if data not in (button.get("callback_data") for button in itertools.chain.from_iterable(rows)):
             raise ValueError(f"message {message_id} has no button with callback_data {data!r}")
-        query = {"id": str(next(self._query_ids)), "from": self.emulator.user(user_id), "message": message,
+        query = {"id": str(next(self._query_ids)), "from": self.emulator.user(presser or user_id), "message": message,
                  "chat_instance": str(abs(hash((self.id, user_id)))), "data": data}
         self._callback_queries[query["id"]] = query
         self._add_update("callback_query", query)

@@ -288,3 +288,137 @@ SELECT * FROM courier_benchmark_runs
 WHERE $1::text IS NULL OR workflow = $1
 ORDER BY created_at DESC, id DESC
 LIMIT $2;
+
+-- admit_user --
+-- Who may use the bot, asked for every update. $1 the user, $2 their @username (lower case, no @;
+-- NULL if none), $3 the allowed ids, $4 the allowed usernames. An allowed username is bound to the
+-- first id that comes with it; later owners of that name are not let in by it. The user's row
+-- keeps their current username, which leaves any other row that still had it (a name passes on).
+WITH bound AS (
+    INSERT INTO courier_allowed_names (username, user_id)
+    SELECT $2, $1 WHERE $2 = ANY($4::text[])
+    ON CONFLICT (username) DO NOTHING
+    RETURNING user_id
+), named AS (
+    INSERT INTO courier_users (user_id, username) VALUES ($1, $2)
+    ON CONFLICT (user_id) DO UPDATE SET username = EXCLUDED.username
+    WHERE courier_users.username IS DISTINCT FROM EXCLUDED.username
+    RETURNING user_id
+), renamed AS (
+    UPDATE courier_users SET username = NULL
+    WHERE $2::text IS NOT NULL AND lower(username) = $2 AND user_id <> $1 AND EXISTS (SELECT 1 FROM named)
+)
+SELECT coalesce((SELECT banned FROM courier_users WHERE user_id = $1), false) AS banned,
+       (cardinality($3::bigint[]) = 0 AND cardinality($4::text[]) = 0
+        OR $1 = ANY($3::bigint[])
+        OR EXISTS (SELECT 1 FROM bound)
+        OR EXISTS (SELECT 1 FROM courier_allowed_names WHERE user_id = $1 AND username = ANY($4::text[])))
+           AS allowed;
+
+-- user_by_username --
+-- The id of the user last seen with @$1 (lower case, no @); none if nobody was.
+SELECT user_id FROM courier_users WHERE lower(username) = $1;
+
+-- set_banned --
+-- Bans ($2 true) or unbans user $1, known or not yet.
+INSERT INTO courier_users (user_id, banned) VALUES ($1, $2)
+ON CONFLICT (user_id) DO UPDATE SET banned = EXCLUDED.banned
+RETURNING banned;
+
+-- take_quota --
+SELECT courier_take_quota($1, $2, $3);
+
+-- quota_usage --
+-- User $1's jobs counted in the last hour and day, and when the oldest of each leaves its window.
+SELECT count(*) FILTER (WHERE at > now() - interval '1 hour') AS hour,
+       count(*) AS day,
+       min(at) FILTER (WHERE at > now() - interval '1 hour') + interval '1 hour' AS hour_frees_at,
+       min(at) + interval '1 day' AS day_frees_at
+FROM courier_quota_events
+WHERE user_id = $1 AND at > now() - interval '1 day';
+
+-- cancel_one_job --
+-- Cancels job $1 if queued or running, only if it is user $2's (any user's if $2 is NULL);
+-- returns it with the status it had.
+WITH target AS (
+    SELECT id, status
+    FROM courier_jobs
+    WHERE id = $1 AND status IN ('queued', 'running') AND ($2::bigint IS NULL OR user_id = $2)
+    FOR UPDATE
+)
+UPDATE courier_jobs j
+SET status = 'cancelled', finished_at = now(), lease_until = NULL
+FROM target
+WHERE j.id = target.id
+RETURNING j.*, target.status AS previous_status;
+
+-- jobs_per_day --
+-- Jobs created in the last $1 days, per day (UTC): how many, how many failed.
+SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS jobs,
+       count(*) FILTER (WHERE status = 'failed') AS failed
+FROM courier_jobs
+WHERE created_at > now() - make_interval(days => $1)
+GROUP BY 1
+ORDER BY 1;
+
+-- command_stats --
+-- Per command over the last $1 days: jobs, failures, median seconds from claim to end of the
+-- succeeded ones (NULL: none succeeded).
+SELECT command, count(*) AS jobs, count(*) FILTER (WHERE status = 'failed') AS failed,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at))
+           FILTER (WHERE status = 'succeeded') AS median_s
+FROM courier_jobs
+WHERE created_at > now() - make_interval(days => $1)
+GROUP BY command
+ORDER BY command;
+
+-- put_pending_action --
+INSERT INTO courier_pending_actions (token, user_id, chat_id, action, payload, expires_at)
+VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6));
+
+-- take_pending_action --
+-- The pending action behind a button, once, and only for the user it was made for, while valid.
+DELETE FROM courier_pending_actions
+WHERE token = $1 AND user_id = $2 AND action = $3 AND expires_at > now()
+RETURNING *;
+
+-- forget_user_jobs --
+-- Deletes every job of user $1; returns what they left outside the database: files on backends,
+-- the bot's messages.
+DELETE FROM courier_jobs WHERE user_id = $1
+RETURNING id, chat_id, backend, status_message_id, params->>'image_file_id' IS NOT NULL AS had_input, result;
+
+-- forget_user_rest --
+-- The rest of user $1's data: chat sessions, pending actions, default options, and the profile in
+-- their row. The row itself stays with what access control needs: the ban, admin flag and turn in
+-- the queue; the quota counters stay in courier_quota_events.
+WITH sessions AS (
+    DELETE FROM courier_chat_sessions WHERE user_id = $1
+), pending AS (
+    DELETE FROM courier_pending_actions WHERE user_id = $1
+), options AS (
+    DELETE FROM courier_user_options WHERE user_id = $1
+)
+UPDATE courier_users SET username = NULL, first_name = NULL, language_code = NULL, language = NULL
+WHERE user_id = $1;
+
+-- purge_old_jobs --
+-- Deletes up to $2 finished jobs created more than $1 days ago, oldest first; returns what they
+-- left outside the database, as forget_user_jobs does.
+DELETE FROM courier_jobs
+WHERE id IN (
+    SELECT id FROM courier_jobs
+    WHERE status IN ('succeeded', 'failed', 'cancelled') AND created_at < now() - make_interval(days => $1)
+    ORDER BY id
+    LIMIT $2
+)
+RETURNING id, chat_id, backend, status_message_id, params->>'image_file_id' IS NOT NULL AS had_input, result;
+
+-- purge_old_rest --
+-- Chat sessions untouched for $1 days, quota counters older than a day, expired pending actions.
+WITH sessions AS (
+    DELETE FROM courier_chat_sessions WHERE updated_at < now() - make_interval(days => $1)
+), pending AS (
+    DELETE FROM courier_pending_actions WHERE expires_at < now()
+)
+DELETE FROM courier_quota_events WHERE at < now() - interval '1 day';

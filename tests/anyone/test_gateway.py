@@ -101,7 +101,7 @@ async def raw_request(url: str, request_line: str, headers: str = "") -> tuple[i
     ("GET", "/history"), ("GET", "/history/3f1c2c1e-6a7b-4c1d-9e2f-0a1b2c3d4e5f"), ("GET", "/api/history/abc"),
     ("GET", "/queue"), ("POST", "/queue"), ("POST", "/interrupt"), ("GET", "/object_info"),
     ("GET", "/object_info/KSampler"), ("GET", "/object_info/Load%20Image"), ("GET", "/system_stats"),
-    ("GET", "/api/system_stats"), ("GET", "/courier/health"),
+    ("GET", "/api/system_stats"), ("GET", "/courier/health"), ("POST", "/courier/files/delete"),
 ])
 def test_what_a_courier_bot_calls_is_allowed(method, path):
     assert allowed(method, path)
@@ -115,6 +115,7 @@ def test_what_a_courier_bot_calls_is_allowed(method, path):
     ("GET", "/history/.."), ("GET", "/history/%2E%2E"), ("GET", "/object_info/a%2F..%2F..%2Fuserdata"),
     ("GET", "/object_info/a%5Cb"), ("GET", "/api/api/prompt"), ("GET", "/api"), ("GET", "/extensions"),
     ("GET", "/internal/logs"), ("POST", "/free"), ("GET", "/courier/sessions"), ("GET", "/courier/anyone/qr.png"),
+    ("GET", "/courier/files/delete"), ("POST", "/courier/files"),
     ("GET", "/prompt"), ("GET", "/upload/image"), ("DELETE", "/queue"), ("PUT", "/prompt"), ("POST", "/history"),
     ("GET", "http://127.0.0.1:1/system_stats"), ("GET", "system_stats"),
 ])

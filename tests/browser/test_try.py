@@ -190,6 +190,17 @@ async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(fo
                                 " list.scrollHeight - list.scrollTop - list.clientHeight < 2)(document.getElementById("
                                 "'messages'))", what="every picture loaded and the newest message in view")
             await page.screenshot(shots / "try-2-demoedit.png")
+
+            await page.type("#text", "/lang")  # a button of the bot's own: the language choice
+            await page.click("#send")
+            await page.wait_for("[...document.querySelectorAll('.keyboard button')].some((b) => b.textContent === "
+                                "'Deutsch')", RESULT_S, "the language buttons")
+            await page.evaluate("[...document.querySelectorAll('.keyboard button')].find((b) => b.textContent === "
+                                "'Deutsch').click()")
+            await page.wait_for("[...document.querySelectorAll('.message.from-bot')].some((m) => m.textContent"
+                                ".includes('Ab jetzt antworte ich dir auf Deutsch'))", RESULT_S,
+                                "the German confirmation")
+            await page.screenshot(shots / "try-3-lang-button.png")
             assert not page.console, page.console
         (result,) = [m for m in get_json(f"{control}/chats/{user_id}")
                      if "document" in m and m["document"]["file_id"] != cards[0]["document"]["file_id"]]

@@ -107,7 +107,10 @@ function show(view) {
 
 function keepAtBottom() {
   // As a chat app does: new messages (and pictures as they load) stay in view unless the user scrolled up.
-  if (state.atBottom) $("messages").scrollTop = $("messages").scrollHeight;
+  const list = $("messages");
+  if (!state.atBottom) return;
+  list.scrollTop = list.scrollHeight;
+  state.scrolledTo = list.scrollTop;
 }
 
 function showAnswers() {
@@ -359,6 +362,8 @@ function wire() {
   $("add-user").addEventListener("click", (event) => { event.preventDefault(); addUser(); });
   const list = $("messages");
   list.addEventListener("scroll", () => {
+    // Our own scroll's event can come after a picture grew the list again: only the user's scrolls decide.
+    if (list.scrollTop === state.scrolledTo) return;
     state.atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
   });
   list.addEventListener("dragover", (event) => { event.preventDefault(); list.classList.add("dropping"); });
