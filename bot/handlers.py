@@ -30,12 +30,15 @@ from telegram.ext import (
 )
 
 from .. import i18n, imaging
+from ..jobs.options import OptionError, command_options, plan
 from ..jobs.submit import submit
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
-from . import access, admin, forget, languages
+from ..store.user_options import get_user_options
+from . import access, admin, defaults, forget, languages
 from .context import CourierContext
+from .options import choose, format_options, option_lines, option_message, split_options
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
 
 log = get_logger("bot")
@@ -43,7 +46,7 @@ log = get_logger("bot")
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
-MENU_COMMANDS = ("help", "status", "cancel", "quota", "lang", "forget")
+MENU_COMMANDS = ("help", "status", "cancel", "quota", "lang", "forget", "settings")
 """Built-ins shown in everyone's Telegram menu (admin commands only in the admins', ``admin.admin_menu``)."""
 BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_SEED = 2**32 - 1
@@ -90,7 +93,8 @@ def command_menu(listed: list[commands.Command], language: str) -> list[tuple[st
         return i18n.text(language, key)
 
     built_ins = {"help": say("menu_help"), "status": say("menu_status"), "cancel": say("menu_cancel"),
-                 "quota": say("menu_quota"), "lang": say("menu_lang"), "forget": say("menu_forget")}
+                 "quota": say("menu_quota"), "lang": say("menu_lang"), "forget": say("menu_forget"),
+                 "settings": say("menu_settings")}
     return [(c.name, describe(c, language)[:256] or c.name) for c in listed] + list(built_ins.items())
 
 
@@ -108,9 +112,20 @@ async def start(update: Update, context: CourierContext) -> None:
 
 
 async def help_command(update: Update, context: CourierContext) -> None:
-    """List the enabled commands from the command table."""
-    await update.effective_message.reply_text(
-        context.t(update, "help", commands=await _command_lines(context, update)))
+    """List the enabled commands from the command table; ``/help <command>`` lists its options."""
+    if not context.args:
+        await update.effective_message.reply_text(
+            context.t(update, "help", commands=await _command_lines(context, update)))
+        return
+    name = context.args[0].removeprefix("/").lower()
+    command = await commands.get_command(context.pool, name)
+    if command is None or not command.enabled:
+        await update.effective_message.reply_text(context.t(update, "unknown_command", name=name))
+        return
+    say = functools.partial(context.t, update)
+    await update.effective_message.reply_text(say(
+        "help_command", name=name, description=describe(command, context.language(update)),
+        options="\n".join(option_lines(command_options(command.workflow), say))))
 
 
 async def status(update: Update, context: CourierContext) -> None:
@@ -185,7 +200,16 @@ async def run_command(update: Update, context: CourierContext) -> None:
         await message.reply_text(context.t(update, "unknown_command", name=request.name))
         return
     needs_image = requires_image(command.workflow)
-    if not request.args and not needs_image:
+    say = functools.partial(context.t, update)
+    spec = command_options(command.workflow)
+    prompt, typed = split_options(request.args)
+    try:
+        chosen, used = choose(typed, split_options(await get_user_options(context.pool, user.id))[1], spec)
+        runs = plan(chosen, spec, random.randint(0, MAX_SEED))
+    except OptionError as error:
+        await message.reply_text(option_message(error, say, request.name, spec))
+        return
+    if not prompt and not needs_image:
         await message.reply_text(context.t(update, "missing_prompt", name=request.name))
         return
     if len(request.args) > MAX_PROMPT_CHARS:
@@ -194,7 +218,6 @@ async def run_command(update: Update, context: CourierContext) -> None:
         return
     image = None
     if needs_image:
-        say = functools.partial(context.t, update)
         max_bytes = int(context.settings.max_image_mb * 2**20)
         try:
             image = (image_file_id(message, say, request.name, max_bytes)
@@ -214,14 +237,18 @@ async def run_command(update: Update, context: CourierContext) -> None:
         return (await message.reply_text(context.t(update, "queued", name=request.name, position=position))
                 ).message_id
 
-    await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
-                 params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
-                         "language": context.language(update),
-                         "workflow": command.workflow},  # runs as it was when queued
-                 post_status=post_status, profile=profile(user),
-                 reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-                 refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)),
-                 quota=access.quota_of(update, context))
+    for run in runs:  # one, or --n of them where the graph takes no batch
+        queued = await submit(
+            context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
+            params={"prompt": prompt, "seed": run.seed, "options": format_options(used), "inputs": run.inputs,
+                    "image_file_id": image, "language": context.language(update),
+                    "workflow": command.workflow},  # runs as it was when queued
+            post_status=post_status, profile=profile(user),
+            reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
+            refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)),
+            quota=access.quota_of(update, context))
+        if queued is None:
+            break
 
 
 async def hint(update: Update, context: CourierContext) -> None:
@@ -269,6 +296,7 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CommandHandler("quota", access.quota, MESSAGES_ONLY), 0),
         (CommandHandler("lang", languages.lang, MESSAGES_ONLY), 0),
         (CallbackQueryHandler(languages.lang_button, pattern=f"^{languages.BUTTON_PREFIX}"), 0),
+        (CommandHandler("settings", defaults.settings, MESSAGES_ONLY), 0),
         (CommandHandler("forget", forget.forget, MESSAGES_ONLY), 0),
         (CallbackQueryHandler(forget.confirm, pattern=f"^{forget.BUTTON_PREFIX}"), 0),
         *((CommandHandler(name, handler, MESSAGES_ONLY), 0)  # admins only; before the command table's

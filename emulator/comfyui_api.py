@@ -155,13 +155,14 @@ def _preview_image(fake, images):
 
 
 def _telegram_input(fake, command, prompt, seed, width, height, image="", require_image=False, chat_id="",
-                    user_id=""):
+                    user_id="", steps=20, negative="", batch=1, options=""):
     if image:
         picture = imaging.decode_image(fake.input_file(image), max_bytes=512 * 2**20)
     else:
         picture = imaging.text_card(prompt, width, height, seed)
     rgb, mask = _split_alpha(picture)
-    return (prompt, [rgb], [mask], seed, picture.width, picture.height, chat_id, user_id), None
+    return (prompt, [rgb], [mask], seed, picture.width, picture.height, chat_id, user_id, steps, negative,
+            batch), None
 
 
 def _telegram_output(fake, filename_prefix="courier/result", images=None, video=None, images_as="images", fps=8.0,

@@ -19,7 +19,8 @@ async def run(run: JobRun) -> dict:
         data = await fetch_image(run, job.params["image_file_id"])
         image_name = await client.upload_image(data, input_filename(job.id), INPUT_SUBFOLDER)
     workflow = fill_job(job.params["workflow"], prompt=job.params.get("prompt", ""), seed=job.params["seed"],
-                        image=image_name, chat_id=job.chat_id, user_id=job.user_id)
+                        image=image_name, chat_id=job.chat_id, user_id=job.user_id,
+                        options=job.params.get("inputs"))
 
     async def on_progress(event) -> None:
         if event.max:

@@ -48,6 +48,16 @@ ON CONFLICT (user_id) DO UPDATE SET language = EXCLUDED.language;
 -- chosen_language --
 SELECT language FROM courier_users WHERE user_id = $1;
 
+-- get_user_options --
+SELECT options FROM courier_user_options WHERE user_id = $1;
+
+-- set_user_options --
+INSERT INTO courier_user_options (user_id, options) VALUES ($1, $2)
+ON CONFLICT (user_id) DO UPDATE SET options = EXCLUDED.options, updated_at = now();
+
+-- clear_user_options --
+DELETE FROM courier_user_options WHERE user_id = $1;
+
 -- get_session --
 SELECT * FROM courier_chat_sessions WHERE chat_id = $1 AND user_id = $2;
 
@@ -379,13 +389,15 @@ DELETE FROM courier_jobs WHERE user_id = $1
 RETURNING id, chat_id, backend, status_message_id, params->>'image_file_id' IS NOT NULL AS had_input, result;
 
 -- forget_user_rest --
--- The rest of user $1's data: chat sessions, pending actions, and the profile in their row. The
--- row itself stays with what access control needs: the ban, admin flag and turn in the queue;
--- the quota counters stay in courier_quota_events.
+-- The rest of user $1's data: chat sessions, pending actions, default options, and the profile in
+-- their row. The row itself stays with what access control needs: the ban, admin flag and turn in
+-- the queue; the quota counters stay in courier_quota_events.
 WITH sessions AS (
     DELETE FROM courier_chat_sessions WHERE user_id = $1
 ), pending AS (
     DELETE FROM courier_pending_actions WHERE user_id = $1
+), options AS (
+    DELETE FROM courier_user_options WHERE user_id = $1
 )
 UPDATE courier_users SET username = NULL, first_name = NULL, language_code = NULL, language = NULL
 WHERE user_id = $1;

@@ -15,6 +15,12 @@ CREATE TABLE courier_users (
 
 CREATE INDEX courier_users_username_idx ON courier_users (lower(username));  -- /ban @username
 
+CREATE TABLE courier_user_options (
+    user_id bigint PRIMARY KEY REFERENCES courier_users ON DELETE CASCADE,
+    options text NOT NULL,  -- a user's default options (/settings), as typed: "--ar 16:9 --steps 4"
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
 CREATE TABLE courier_chat_sessions (
     chat_id bigint NOT NULL,
     user_id bigint NOT NULL REFERENCES courier_users ON DELETE CASCADE,

@@ -118,6 +118,7 @@ async def test_the_command_menu_is_published_in_every_language(courier, botapi_b
         menu = {c["command"]: c["description"] for c in botapi_bot.commands[(DEFAULT_SCOPE, language)]}
         assert menu["demo"] == said(language, "command_demo")
         assert menu["lang"] == said(language, "menu_lang")
-        assert list(menu)[-6:] == ["help", "status", "cancel", "quota", "lang", "forget"]
+        assert menu["settings"] == said(language, "menu_settings")
+        assert list(menu)[-7:] == ["help", "status", "cancel", "quota", "lang", "forget", "settings"]
     fallback = {c["command"]: c["description"] for c in botapi_bot.commands[(DEFAULT_SCOPE, "")]}
     assert fallback["help"] == said("en", "menu_help")  # COURIER_LANGUAGE for every other language
