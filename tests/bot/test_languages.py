@@ -6,18 +6,11 @@ import json
 
 import pytest
 from comfyui_courier import i18n
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
 
 USER = 111
 OTHER = 222
 DEFAULT_SCOPE = json.dumps({"type": "default"}, sort_keys=True)
-
-
-@pytest.fixture
-async def fake_comfy():
-    async with FakeComfyUI() as fake:
-        yield fake
 
 
 def courier_for(botapi, botapi_bot, pg_database, fake_comfy, tmp_path):

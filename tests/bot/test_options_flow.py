@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.store import commands
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.requires import require_comfyui
@@ -31,12 +30,6 @@ async def courier_real(botapi, botapi_bot, pg_database, tmp_path, request):
     async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path,
                                COURIER_ALLOWED_USERS=f"{USER},{OTHER}") as service:
         yield service
-
-
-@pytest.fixture
-async def fake_comfy():
-    async with FakeComfyUI() as fake:
-        yield fake
 
 
 @pytest.fixture
