@@ -96,6 +96,12 @@ class Settings:
                                     "Queued + running jobs one user may have at once", minimum=1)
     job_timeout_s: float = _field("COURIER_JOB_TIMEOUT_S", 1800.0,
                                   "A job running longer than this is failed", minimum=1.0)
+    job_lease_s: float = _field("COURIER_JOB_LEASE_S", 60.0,
+                                "Seconds a host's claim on a running job lasts unrenewed (it renews every third); "
+                                "a killed host's jobs go to another host after this", minimum=3.0)
+    receive_updates: bool = _field("COURIER_RECEIVE_UPDATES", True,
+                                   "Take Telegram updates here (polling or webhook); off = only run jobs and send "
+                                   "their results, beside a host on the same database that takes them")
     anyone_enabled: bool = _field("COURIER_ANYONE", False,
                                   "Start anon and publish ComfyUI as a hidden service")
     anyone_agree_to_terms: bool = _field("COURIER_ANYONE_AGREE_TO_TERMS", False,

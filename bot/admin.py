@@ -1,8 +1,9 @@
-"""Admin commands: ``/bench <command> [runs]`` and ``/compare [workflow]``.
+"""Admin commands: ``/bench <command> [runs]``, ``/compare [workflow]`` and ``/backends``.
 
 Only the users in ``COURIER_ADMIN_USERS`` may run them; everyone else gets a refusal in their
 language. ``/bench`` queues a job of kind ``benchmark`` (``jobs/bench.py`` runs it on the
-backend that claims it); ``/compare`` answers from the stored runs at once.
+backend that claims it); ``/compare`` answers from the stored runs at once; ``/backends``
+lists the backends table and drains or undrains one.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from ..gpu import compare_view
 from ..gpu.compare import build_table, to_text
 from ..gpu.storage import load_runs
 from ..jobs import bench as bench_job
+from ..jobs.backends import shown_url
 from ..jobs.submit import submit
 from ..jobs.workflow import WorkflowError
+from ..store import backends as backend_table
 from ..store import commands
 from .context import CourierContext
 from .parsing import parse_command, profile
 
-ADMIN_COMMANDS = ("bench", "compare")
+ADMIN_COMMANDS = ("bench", "compare", "backends")
+BACKEND_ACTIONS = {"drain": True, "undrain": False}  # /backends <action> <id> -> draining
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
 MAX_ROWS = 25  # table rows in a chat message
 MAX_RUNS = 1000  # stored runs read for /compare, newest first
@@ -138,3 +142,36 @@ def comparison_message(update: Update, context: CourierContext, runs: list, work
         parts.append(f"<b>{html.escape(context.t(update, 'compare_reference'))}</b>\n"
                      f"<pre>{html.escape(to_text(reference))}</pre>")
     return "\n\n".join(parts), table, reference
+
+
+async def backends(update: Update, context: CourierContext) -> None:
+    """Each backend's state; ``/backends drain <id>`` stops its claims (it finishes what it runs),
+    ``/backends undrain <id>`` resumes them."""
+    if not await _admin_only(update, context, "backends"):
+        return
+    message = update.effective_message
+    request = parse_command(message.text, context.bot.username)
+    words = (request.args if request else "").split()
+    if not words:
+        listed = await backend_table.list_backends(context.pool)
+        await message.reply_text("\n".join(backend_line(update, context, b) for b in listed)
+                                 or context.t(update, "backends_none"))
+        return
+    if (len(words) != 2 or words[0].lower() not in BACKEND_ACTIONS or not words[1].isascii()
+            or not words[1].isdigit() or len(words[1]) > 18):
+        await message.reply_text(context.t(update, "backends_usage"))
+        return
+    draining = BACKEND_ACTIONS[words[0].lower()]
+    changed = await backend_table.set_backend(context.pool, int(words[1]), draining=draining)
+    if changed is None:
+        await message.reply_text(context.t(update, "backend_unknown", id=int(words[1])))
+        return
+    (row,) = await backend_table.list_backends(context.pool, [changed.url])
+    await message.reply_text(context.t(update, "backend_drained" if draining else "backend_undrained",
+                                       id=row.id, running=row.running))
+
+
+def backend_line(update: Update, context: CourierContext, backend: backend_table.Backend) -> str:
+    state = "backend_draining" if backend.draining else "backend_ready" if backend.healthy else "backend_down"
+    return context.t(update, "backends_line", id=backend.id, url=shown_url(backend.url),
+                     state=context.t(update, state), running=backend.running, capacity=backend.capacity)

@@ -239,6 +239,7 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CommandHandler("cancel", cancel, MESSAGES_ONLY), 0),
         (CommandHandler("bench", admin.bench, MESSAGES_ONLY), 0),  # admins only; before the command table's
         (CommandHandler("compare", admin.compare, MESSAGES_ONLY), 0),
+        (CommandHandler("backends", admin.backends, MESSAGES_ONLY), 0),
         (MessageHandler(COMMAND, run_command), 0),
         (MessageHandler(MESSAGES_ONLY & filters.ChatType.PRIVATE & ~COMMAND & (filters.TEXT | filters.ATTACHMENT),
                         hint), 0),
