@@ -97,7 +97,8 @@ SELECT pg_advisory_xact_lock(hashtext('courier_backend:' || $1));
 -- Gives the next job to worker $1 for $2 seconds, on backend $3: the oldest queued job of the
 -- user served least recently (never served first). Rows locked by a concurrent claim are skipped.
 -- Nothing while the backend is unhealthy, draining or running `capacity` jobs. A job naming a
--- model file that another backend taking jobs has and $3 lacks is left for that one. $3 NULL:
+-- model file that another backend taking jobs has and $3 lacks is left for that one (a backend
+-- counts while some host checks it: every few seconds, so within the last minute). $3 NULL:
 -- any job, no backend rules.
 WITH backend AS (
     SELECT b.models
@@ -116,7 +117,8 @@ WITH backend AS (
         FROM jsonb_path_query(j.params, '$.workflow.*.inputs.* ? (@.type() == "string")') AS input(value)
         WHERE NOT b.models @> input.value AND EXISTS (
             SELECT 1 FROM courier_backends o
-            WHERE o.healthy AND NOT o.draining AND o.models @> input.value)))
+            WHERE o.healthy AND NOT o.draining AND o.checked_at > now() - interval '1 minute'
+                AND o.models @> input.value)))
     ORDER BY u.last_served_at ASC NULLS FIRST, j.id
     LIMIT 1
     FOR UPDATE OF j SKIP LOCKED

@@ -13,3 +13,17 @@ FLUX = {  # the graph behind the recorded transcript's missing_model_prompt: FLU
     "7": {"class_type": "VAEDecode", "inputs": {"samples": ["5", 0], "vae": ["6", 0]}},
     "8": {"class_type": "SaveImage", "inputs": {"images": ["7", 0], "filename_prefix": "flux"}},
 }
+
+
+def slow_demo(size: int = 1536, radius: int = 31) -> dict:
+    """The /demo command's graph made CPU-bound and weight-free: a ``size``² text card sharpened with
+    a (2·radius+1)² kernel (1536/31: some seconds on two CPU cores; 1024/31 about 1.5 s)."""
+    return {
+        "1": {"class_type": "CourierTelegramInput",
+              "inputs": {"command": "slow", "prompt": "slow", "seed": 0, "width": size, "height": size,
+                         "image": "", "chat_id": "", "user_id": ""}},
+        "2": {"class_type": "ImageSharpen",
+              "inputs": {"image": ["1", 1], "sharpen_radius": radius, "sigma": 3.0, "alpha": 1.0}},
+        "3": {"class_type": "CourierTelegramOutput",
+              "inputs": {"images": ["2", 0], "filename_prefix": "courier/slow", "keep_metadata": False}},
+    }
