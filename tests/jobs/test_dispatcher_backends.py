@@ -12,7 +12,7 @@ from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.store import backends
 from comfyui_courier.tests.server_routes.helpers import TOKEN, Api, serve_routes
-from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.courier import replies_to, running_courier
 from comfyui_courier.tests.support.polling import job_rows, until
 
 ADMIN, USER = 111, 222
@@ -47,10 +47,6 @@ async def routes(courier):
     async with ClientSession(trust_env=False) as http:
         yield Api(url, courier, http)
     await runner.cleanup()
-
-
-def replies_to(request):
-    return lambda call: call.result.get("reply_to_message", {}).get("message_id") == request["message_id"]
 
 
 async def state(courier, url: str) -> backends.Backend:
