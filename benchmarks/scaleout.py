@@ -25,7 +25,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import Deadline, comfyui_dir_or_exit, cpu_seconds, figure, load_pack, load_runner, note
+from _common import (
+    Deadline,
+    comfyui_dir_or_exit,
+    cpu_seconds,
+    figure,
+    load_pack,
+    load_runner,
+    note,
+)
 
 USERS = (501, 502, 503, 504)
 COMMAND = "scaleout"

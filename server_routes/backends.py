@@ -14,8 +14,18 @@ from ..jobs.backends import shown_error, shown_url
 from ..jobs.comfy_client import ComfyError
 from ..runtime import COURIER, Courier
 from ..store import backends as table
-from .api import (ADMIN, STATUS, ApiError, Field, check_body, endpoint, is_loopback_host, json_response,
-                  read_json, store_of)
+from .api import (
+    ADMIN,
+    STATUS,
+    ApiError,
+    Field,
+    check_body,
+    endpoint,
+    is_loopback_host,
+    json_response,
+    read_json,
+    store_of,
+)
 
 routes = web.RouteTableDef()
 

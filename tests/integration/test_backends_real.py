@@ -6,7 +6,6 @@ import asyncio
 import signal
 
 import pytest
-
 from comfyui_courier import i18n
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.store import backends, commands

@@ -6,7 +6,6 @@ with a clear reason once out of attempts, and admins drain backends by route and
 
 import pytest
 from aiohttp import ClientSession
-
 from comfyui_courier import i18n
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.jobs import backends as backend_health
@@ -70,7 +69,6 @@ async def _healthy(courier, url):
 
 @pytest.mark.timeout(90)
 async def test_a_job_its_backends_keep_losing_fails_clearly_once_out_of_attempts(courier, fakes, botapi_bot):
-    first, second = fakes
     for fake in fakes:
         fake.refuse_websockets = True  # up for the health check, lost for every job
     request = botapi_bot.inject_text(USER, "/demo hello")

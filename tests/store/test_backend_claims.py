@@ -3,7 +3,6 @@
 import asyncio
 
 import pytest
-
 from comfyui_courier.store import backends, jobs
 from comfyui_courier.store.pool import connect
 
