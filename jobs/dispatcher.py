@@ -35,6 +35,7 @@ from ..logs import get_logger
 log = get_logger("dispatcher")
 
 IDLE_POLL_S = 5.0
+BACKEND_RETRY_S = 5.0
 
 RUNNERS: dict[str, Runner] = {prompt_job.KIND: prompt_job.run, bench.KIND: bench.run_job}
 """Job kind (``job.params["kind"]``, a prompt job when absent) -> its runner."""
@@ -134,9 +135,11 @@ class Dispatcher:
             active.task = asyncio.create_task(self._run(job, active), name=f"courier-job-{job.id}")
             self._running[job.id] = active
             try:  # cancelling the worker (shutdown) cancels the job too
-                await active.task
+                retry_backend = await active.task
             finally:
                 self._running.pop(job.id, None)
+            if retry_backend:
+                await asyncio.sleep(BACKEND_RETRY_S)  # back off from a backend that is down
 
     async def _housekeeping(self) -> None:
         while True:
@@ -153,8 +156,8 @@ class Dispatcher:
             await asyncio.sleep(lease_s / 3)
             await jobs.extend_lease(self.store.pool, job_id, self.worker_id, lease_s)
 
-    async def _run(self, job, active: ActiveJob) -> None:
-        """Run one claimed job to a final state, or back to the queue if its backend failed it."""
+    async def _run(self, job, active: ActiveJob) -> bool:
+        """Run one claimed job to a final state, or back to the queue; True if its backend failed it."""
         client = active.client
         language = i18n.pick_language(job.params.get("language"), self.settings.language)
 
@@ -173,7 +176,7 @@ class Dispatcher:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled
                 with contextlib.suppress(Exception):
                     await progress.finish(say("failed", name=job.command, reason=say("interrupted")))
-                return
+                return False
             # shutting down: hand the job back for another worker or the next start
             await asyncio.shield(jobs.release(self.store.pool, job.id, self.worker_id, "dispatcher stopped"))
             raise
@@ -181,25 +184,26 @@ class Dispatcher:
             with contextlib.suppress(ComfyError):
                 await client.cancel(active.prompt_id)
             await self._finish_failed(job, progress, say, say("timeout", seconds=self.settings.job_timeout_s))
-            return
+            return False
         except (BackendUnavailable, PromptLost) as exc:
             await self._backend_failed(job, client, progress, say, exc)
-            return
+            return True
         except ComfyError as exc:
             await self._finish_failed(job, progress, say, describe_error(exc, i18n.catalog(language)))
-            return
+            return False
         except JobError as exc:
             await self._finish_failed(job, progress, say, str(exc))
-            return
+            return False
         except Exception:
             incident = secrets.token_hex(4)
             log.exception("incident %s: job %s failed unexpectedly", incident, job.id)
             await self._finish_failed(job, progress, say, say("internal_error_incident", incident=incident))
-            return
+            return False
         finally:
             lease.cancel()
         await jobs.succeed(self.store.pool, job.id, result, worker=self.worker_id)
         await progress.finish(say("done", seconds=time.monotonic() - started))
+        return False
 
     async def _backend_failed(self, job, client: ComfyClient, progress: StatusMessage, say, exc: ComfyError) -> None:
         """The backend died under the job (or forgot it): stop its claims if it is down, and queue
