@@ -22,10 +22,13 @@ def main(argv: list[str]) -> int:
     run.add_argument("--backend", default="http://127.0.0.1:8188",
                      help="ComfyUI server used when COURIER_BACKENDS is unset")
     sub.add_parser("install-anon", help="install the anon binary from the npm package", add_help=False)
-    sub.add_parser("emulator", help="run the local Telegram Bot API emulator", add_help=False)
+    sub.add_parser("emulator", help="run the local Telegram Bot API emulator and its web chat", add_help=False)
+    sub.add_parser("try", help="the emulator and this ComfyUI with the bot on it: chat with it in a browser",
+                   add_help=False)
     sub.add_parser("anyone-client", help="authorize clients of the hidden service (prints what goes where)",
                    add_help=False)
     sub.add_parser("multi-gpu", help="run one ComfyUI per GPU as backends of one bot", add_help=False)
+    sub.add_parser("catalogs", help="check the message catalogs, or port messages into them", add_help=False)
     args, rest = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.command == "install-anon":
@@ -36,6 +39,10 @@ def main(argv: list[str]) -> int:
         from .emulator.botapi import main as emulator_main
 
         return emulator_main(rest)
+    if args.command == "try":
+        from .tryout import main as try_main
+
+        return try_main(rest)
     if args.command == "anyone-client":
         from .anyone.hidden_service import main as client_main
 
@@ -44,6 +51,10 @@ def main(argv: list[str]) -> int:
         from .gpu.multi import main as multi_main
 
         return multi_main(rest)
+    if args.command == "catalogs":
+        from .catalogs import main as catalogs_main
+
+        return catalogs_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:

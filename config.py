@@ -70,7 +70,7 @@ class Settings:
     allowed_users: list = _field("COURIER_ALLOWED_USERS", [],
                                  "Telegram user ids allowed to use the bot (comma separated); empty = everyone",
                                  item=int)
-    language: str = _field("COURIER_LANGUAGE", "en", "Fallback language for replies (en, de, ru)")
+    language: str = _field("COURIER_LANGUAGE", "en", "Fallback language for replies (en, de, ru, zh, ja, tr)")
     database_url: Secret = _field("COURIER_DATABASE_URL", Secret(""),
                                   "PostgreSQL URL; empty = embedded server in the data directory")
     data_dir: str = _field("COURIER_DATA_DIR", "",
@@ -102,6 +102,10 @@ class Settings:
     receive_updates: bool = _field("COURIER_RECEIVE_UPDATES", True,
                                    "Take Telegram updates here (polling or webhook); off = only run jobs and send "
                                    "their results, beside a host on the same database that takes them")
+    pipeline_depth: int = _field("COURIER_PIPELINE_DEPTH", 2,
+                                 "Prompts kept on each backend at once, counting the running one, so the next "
+                                 "job's upload and queueing overlap the current run; 1 = one at a time",
+                                 minimum=1)
     anyone_enabled: bool = _field("COURIER_ANYONE", False,
                                   "Start anon and publish ComfyUI as a hidden service")
     anyone_agree_to_terms: bool = _field("COURIER_ANYONE_AGREE_TO_TERMS", False,

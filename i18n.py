@@ -1,214 +1,78 @@
-"""User-facing text in one place, keyed by message id, per language.
+"""User-facing text: gettext catalogs, one ``locales/<language>/LC_MESSAGES/courier.po`` per language.
 
 Below both ``bot`` and ``jobs``: the bot's replies, the dispatcher's status texts and the
-ComfyUI problems of ``jobs/errors.py`` are all keyed here.
+ComfyUI problems of ``jobs/errors.py`` all come from here, as ``text(language, key, **params)``.
 
-The language is the user's Telegram language when we have it, else the
-configured fallback, else English. Missing keys fall back to English.
+Message ids are keys (``queued``, ``bad_image``), and English is a catalog like the others.
+Keys rather than English msgids because the code passes ids around as data
+(``Problem(key, params)``, ``BadImage.key``, ``InputUnavailable(key)``), and because rewording
+the English text must not orphan five translations (an English msgid changes with every fix of
+a typo). Translators read ``en`` beside their own catalog. Placeholders are ``str.format``
+fields and must be the same in every language; ``python . catalogs check`` (``catalogs.py``)
+lists what a catalog lacks against what the code uses, as Babel extracts it (``babel.cfg``).
+
+The ``.po`` files are read as they are, at runtime (Babel's ``read_po``): nothing is compiled,
+so no ``.mo`` can go stale. Untranslated and fuzzy entries count as missing and fall back to
+English.
 """
 
 from __future__ import annotations
 
-from .imaging import MESSAGES as IMAGE_MESSAGES
+import functools
+from collections.abc import Mapping
+from pathlib import Path
 
-MESSAGES: dict[str, dict[str, str]] = {
-    "en": {
-        "backend_retrying": "The image server stopped answering; the job waits for another one…",
-        "backend_gave_up": "no image server could finish it ({attempts} tries)",
-        "backends_usage": "Usage: /backends [drain|undrain <id>]",
-        "backends_none": "No backends are registered yet.",
-        "backends_line": "#{id} {url}: {state}, {running}/{capacity} running",
-        "backend_ready": "takes jobs",
-        "backend_down": "not reachable",
-        "backend_draining": "draining",
-        "backend_unknown": "There is no backend #{id}.",
-        "backend_drained": "Backend #{id} is draining: it finishes its {running} running job(s) and takes nothing new.",
-        "backend_undrained": "Backend #{id} takes jobs again.",
-        "missing_model": "Missing model file {filename} (folder: {folder}) needed by {node_type}",
-        "missing_node": "This workflow needs a node that is not installed: {node_type}",
-        "invalid_input": "{node_type} (node {node_id}), input {input_name}: {text}",
-        "invalid_node": "{node_type} (node {node_id}): {text}",
-        "prompt_rejected": "The workflow was rejected: {text}",
-        "execution_failed": "{node_type} (node {node_id}) failed: {exception_message}",
-        "out_of_memory": "Not enough memory to run {node_type} (node {node_id}); try a smaller size",
-        "interrupted": "The run was stopped before it finished",
-        "backend_unavailable": "The image server is not reachable right now",
-        "prompt_lost": "The image server restarted and forgot this job",
-        "backend_error": "The image server answered with an error: {message}",
-        **IMAGE_MESSAGES,
-        "welcome": "Hi {name}! I render images and videos with ComfyUI.\n\n{commands}",
-        "help": "Commands:\n{commands}\n\nReply to a picture to edit it; without a reply, edit commands use your last result.",
-        "help_line": "/{name} — {description}",
-        "not_allowed": "Sorry, this bot is private. Ask its owner to add your Telegram id {user_id}.",
-        "unknown_command": "I don't know /{name}. Send /help for the list of commands.",
-        "missing_prompt": "Please add a description: /{name} <text>",
-        "prompt_too_long": "That text is too long ({length} characters, the limit is {limit}).",
-        "needs_image": "/{name} edits a picture: reply to one, send one with the command as caption, or make one first (e.g. with /demo).",
-        "bad_image": "I couldn't use that picture: {reason}.",
-        "too_many_jobs": "You already have {count} jobs waiting. Please wait for them or /cancel.",
-        "queued": "Queued /{name} — position {position} in the queue.",
-        "running": "Rendering /{name}…",
-        "progress": "Rendering /{name}… {percent}% (step {value}/{max})",
-        "done": "Done in {seconds:.1f} s.",
-        "failed": "/{name} failed: {reason}",
-        "cancelled": "Cancelled {count} job(s).",
-        "nothing_to_cancel": "You have no jobs to cancel.",
-        "status_none": "You have no jobs in the queue.",
-        "status_line": "#{id} /{command} — {state}",
-        "state_queued": "queued, position {position}",
-        "state_running": "running",
-        "image_too_big_for_telegram": "it is larger than the {limit_mb:g} MB Telegram lets bots download",
-        "image_unavailable": "Telegram no longer has it; please send it again",
-        "not_an_image": "/{name} works on a picture: send a photo or an image file with the command as its caption, or reply to one with the command.",
-        "anonymous_sender": "I can't tell who you are when you post anonymously or as a channel. Please post as yourself to use me.",
-        "hint_media": "To use this, send a picture with a command as its caption, or reply to it with one — /help lists the commands.",
-        "hint_text": "I work with commands — /help lists them.",
-        "incident": "Sorry, something went wrong on our side (incident {incident}). Please try again later; if it keeps happening, tell the bot's owner this incident number.",
-        "internal_error_incident": "something went wrong on our side (incident {incident}); if it keeps happening, tell the bot's owner this incident number",
-        "timeout": "the job took longer than {seconds:.0f} s and was stopped",
-        "admin_only": "/{name} is for the bot's admins only.",
-        "bench_usage": "Usage: /bench <command> [runs] — runs from 1 to {max} (default {default}). Commands: {commands}",
-        "bench_queued": "Benchmark of /{name} queued: {warmup} warm-up + {repeats} measured runs — position {position} in the queue.",
-        "bench_warmup": "Benchmark /{name}: warm-up run {run} of {count}…",
-        "bench_run": "Benchmark /{name}: run {run} of {count}…",
-        "bench_report": "Benchmark /{name}: writing the report…",
-        "bench_stored": "Stored as benchmark run #{id}; /compare shows it beside the other devices.",
-        "bench_stored_elsewhere": "The backend stored this run in its own database (#{id}), not in the bot's: give it the bot's COURIER_DATABASE_URL to compare its runs here.",
-        "compare_none": "No stored benchmark runs{suffix} yet: run /bench <command> on each device first.",
-        "compare_one_side": "Every stored run{suffix} is from one device ({side}): run /bench on another one to compare.",
-        "compare_for": " of {workflow}",
-        "compare_stored": "Stored runs",
-        "compare_reference": "Reference: the seed's published times (not measured here)",
-        "compare_more": "Also stored: {sides}. GET /courier/benchmarks/compare?old=…&new=… compares any two.",
-    },
-    "de": {
-        "backend_retrying": "Der Bildserver antwortet nicht mehr; der Auftrag wartet auf einen anderen…",
-        "backend_gave_up": "kein Bildserver konnte ihn beenden ({attempts} Versuche)",
-        "backends_usage": "Aufruf: /backends [drain|undrain <ID>]",
-        "backends_none": "Noch sind keine Backends eingetragen.",
-        "backends_line": "#{id} {url}: {state}, {running}/{capacity} laufen",
-        "backend_ready": "nimmt Aufträge",
-        "backend_down": "nicht erreichbar",
-        "backend_draining": "läuft aus",
-        "backend_unknown": "Es gibt kein Backend #{id}.",
-        "backend_drained": "Backend #{id} läuft aus: es beendet seine {running} laufenden Aufträge und nimmt keine neuen.",
-        "backend_undrained": "Backend #{id} nimmt wieder Aufträge.",
-        "welcome": "Hallo {name}! Ich erstelle Bilder und Videos mit ComfyUI.\n\n{commands}",
-        "help": "Befehle:\n{commands}\n\nAntworte auf ein Bild, um es zu bearbeiten; ohne Antwort nehmen Bearbeitungsbefehle dein letztes Ergebnis.",
-        "not_allowed": "Dieser Bot ist privat. Bitte den Betreiber, deine Telegram-ID {user_id} freizuschalten.",
-        "unknown_command": "/{name} kenne ich nicht. /help zeigt alle Befehle.",
-        "missing_prompt": "Bitte gib eine Beschreibung an: /{name} <Text>",
-        "prompt_too_long": "Der Text ist zu lang ({length} Zeichen, erlaubt sind {limit}).",
-        "needs_image": "/{name} bearbeitet ein Bild: antworte auf eines, schicke eines mit dem Befehl als Bildunterschrift oder erstelle zuerst eines (z. B. mit /demo).",
-        "bad_image": "Dieses Bild kann ich nicht verwenden: {reason}.",
-        "image_too_big": "die Datei ist {size_mb:.1f} MB groß, erlaubt sind {limit_mb:g} MB",
-        "image_too_many_pixels": "es ist zu groß ({width}×{height} Pixel, erlaubt sind {limit_mp:g} Megapixel)",
-        "image_unreadable": "das ist kein Bild, das ich lesen kann (PNG, JPEG, WebP, GIF...)",
-        "image_too_big_for_telegram": "es ist größer als die {limit_mb:g} MB, die Telegram Bots herunterladen lässt",
-        "image_unavailable": "Telegram hat es nicht mehr; bitte schicke es noch einmal",
-        "not_an_image": "/{name} bearbeitet ein Bild: schicke ein Foto oder eine Bilddatei mit dem Befehl als Bildunterschrift, oder antworte mit dem Befehl auf eines.",
-        "anonymous_sender": "Wenn du anonym oder als Kanal schreibst, weiß ich nicht, wer du bist. Bitte schreibe als du selbst, um mich zu nutzen.",
-        "hint_media": "Dafür schicke ein Bild mit einem Befehl als Bildunterschrift, oder antworte mit einem Befehl darauf — /help zeigt alle Befehle.",
-        "hint_text": "Ich arbeite mit Befehlen — /help zeigt sie alle.",
-        "incident": "Entschuldigung, bei uns ist etwas schiefgegangen (Vorfall {incident}). Bitte versuche es später noch einmal; wenn es wieder passiert, nenne dem Betreiber des Bots diese Vorfallsnummer.",
-        "internal_error_incident": "bei uns ist etwas schiefgegangen (Vorfall {incident}); wenn es wieder passiert, nenne dem Betreiber des Bots diese Vorfallsnummer",
-        "too_many_jobs": "Du hast schon {count} wartende Aufträge. Bitte warte oder nutze /cancel.",
-        "queued": "/{name} eingereiht — Platz {position} in der Warteschlange.",
-        "running": "/{name} wird berechnet…",
-        "progress": "/{name} wird berechnet… {percent}% (Schritt {value}/{max})",
-        "done": "Fertig in {seconds:.1f} s.",
-        "failed": "/{name} ist fehlgeschlagen: {reason}",
-        "cancelled": "{count} Auftrag/Aufträge abgebrochen.",
-        "nothing_to_cancel": "Du hast keine Aufträge zum Abbrechen.",
-        "status_none": "Du hast keine Aufträge in der Warteschlange.",
-        "state_queued": "wartet, Platz {position}",
-        "state_running": "läuft",
-        "admin_only": "/{name} ist nur für die Admins des Bots.",
-        "bench_usage": "Aufruf: /bench <Befehl> [Läufe] — 1 bis {max} Läufe (Standard {default}). Befehle: {commands}",
-        "bench_queued": "Benchmark von /{name} eingereiht: {warmup} Aufwärm- + {repeats} gemessene Läufe — Platz {position} in der Warteschlange.",
-        "bench_warmup": "Benchmark /{name}: Aufwärmlauf {run} von {count}…",
-        "bench_run": "Benchmark /{name}: Lauf {run} von {count}…",
-        "bench_report": "Benchmark /{name}: Bericht wird erstellt…",
-        "bench_stored": "Gespeichert als Benchmark-Lauf #{id}; /compare zeigt ihn neben den anderen Geräten.",
-        "bench_stored_elsewhere": "Das Backend hat diesen Lauf in seiner eigenen Datenbank gespeichert (#{id}), nicht in der des Bots: gib ihm die COURIER_DATABASE_URL des Bots, um seine Läufe hier zu vergleichen.",
-        "compare_none": "Noch keine gespeicherten Benchmark-Läufe{suffix}: starte zuerst /bench <Befehl> auf jedem Gerät.",
-        "compare_one_side": "Alle gespeicherten Läufe{suffix} stammen von einem Gerät ({side}): starte /bench auf einem anderen, um zu vergleichen.",
-        "compare_for": " von {workflow}",
-        "compare_stored": "Gespeicherte Läufe",
-        "compare_reference": "Referenz: die veröffentlichten Zeiten des Seeds (nicht hier gemessen)",
-        "compare_more": "Außerdem gespeichert: {sides}. GET /courier/benchmarks/compare?old=…&new=… vergleicht zwei beliebige.",
-    },
-    "ru": {
-        "backend_retrying": "Сервер изображений перестал отвечать; задание ждёт другой…",
-        "backend_gave_up": "ни один сервер изображений не смог его завершить (попыток: {attempts})",
-        "backends_usage": "Использование: /backends [drain|undrain <id>]",
-        "backends_none": "Бэкенды ещё не зарегистрированы.",
-        "backends_line": "#{id} {url}: {state}, выполняется {running}/{capacity}",
-        "backend_ready": "принимает задания",
-        "backend_down": "недоступен",
-        "backend_draining": "выводится из работы",
-        "backend_unknown": "Бэкенда #{id} нет.",
-        "backend_drained": "Бэкенд #{id} выводится из работы: он завершит выполняемые задания ({running}) и не возьмёт новых.",
-        "backend_undrained": "Бэкенд #{id} снова принимает задания.",
-        "welcome": "Привет, {name}! Я создаю изображения и видео с помощью ComfyUI.\n\n{commands}",
-        "help": "Команды:\n{commands}\n\nОтветьте на картинку, чтобы изменить её; без ответа команды правки берут ваш последний результат.",
-        "not_allowed": "Извините, это закрытый бот. Попросите владельца добавить ваш Telegram id {user_id}.",
-        "unknown_command": "Я не знаю команду /{name}. Список команд: /help",
-        "missing_prompt": "Добавьте описание: /{name} <текст>",
-        "prompt_too_long": "Текст слишком длинный ({length} символов, максимум {limit}).",
-        "needs_image": "/{name} изменяет картинку: ответьте на неё, пришлите её с командой в подписи или сначала создайте (например, /demo).",
-        "bad_image": "Не получилось использовать эту картинку: {reason}.",
-        "image_too_big": "файл весит {size_mb:.1f} МБ, максимум {limit_mb:g} МБ",
-        "image_too_many_pixels": "картинка слишком большая ({width}×{height} пикселей, максимум {limit_mp:g} мегапикселей)",
-        "image_unreadable": "это не картинка, которую я могу прочитать (PNG, JPEG, WebP, GIF...)",
-        "image_too_big_for_telegram": "файл больше {limit_mb:g} МБ — столько Telegram разрешает ботам скачивать",
-        "image_unavailable": "в Telegram его больше нет; пришлите его ещё раз",
-        "not_an_image": "/{name} работает с картинкой: пришлите фото или файл-изображение с командой в подписи или ответьте командой на картинку.",
-        "anonymous_sender": "Когда вы пишете анонимно или от имени канала, я не знаю, кто вы. Пишите от своего имени, чтобы пользоваться ботом.",
-        "hint_media": "Чтобы использовать это, пришлите картинку с командой в подписи или ответьте на неё командой — список команд: /help",
-        "hint_text": "Я работаю с командами — список: /help",
-        "incident": "Извините, у нас что-то пошло не так (инцидент {incident}). Попробуйте позже; если повторится, сообщите владельцу бота номер инцидента.",
-        "internal_error_incident": "у нас что-то пошло не так (инцидент {incident}); если повторится, сообщите владельцу бота номер инцидента",
-        "too_many_jobs": "У вас уже {count} задач в очереди. Подождите или используйте /cancel.",
-        "queued": "/{name} в очереди — позиция {position}.",
-        "running": "/{name} рисуется…",
-        "progress": "/{name} рисуется… {percent}% (шаг {value}/{max})",
-        "done": "Готово за {seconds:.1f} с.",
-        "failed": "/{name} не удалось: {reason}",
-        "cancelled": "Отменено задач: {count}.",
-        "nothing_to_cancel": "У вас нет задач для отмены.",
-        "status_none": "У вас нет задач в очереди.",
-        "state_queued": "в очереди, позиция {position}",
-        "state_running": "выполняется",
-        "admin_only": "/{name} доступна только администраторам бота.",
-        "bench_usage": "Использование: /bench <команда> [запуски] — от 1 до {max} запусков (по умолчанию {default}). Команды: {commands}",
-        "bench_queued": "Бенчмарк /{name} в очереди: {warmup} разогревочных + {repeats} измеряемых запусков — позиция {position}.",
-        "bench_warmup": "Бенчмарк /{name}: разогревочный запуск {run} из {count}…",
-        "bench_run": "Бенчмарк /{name}: запуск {run} из {count}…",
-        "bench_report": "Бенчмарк /{name}: готовлю отчёт…",
-        "bench_stored": "Сохранено как прогон бенчмарка #{id}; /compare покажет его рядом с другими устройствами.",
-        "bench_stored_elsewhere": "Бэкенд сохранил этот прогон в своей собственной базе (#{id}), а не в базе бота: укажите ему COURIER_DATABASE_URL бота, чтобы сравнивать его прогоны здесь.",
-        "compare_none": "Сохранённых прогонов бенчмарка{suffix} пока нет: сначала запустите /bench <команда> на каждом устройстве.",
-        "compare_one_side": "Все сохранённые прогоны{suffix} сделаны на одном устройстве ({side}): запустите /bench на другом, чтобы сравнить.",
-        "compare_for": " для {workflow}",
-        "compare_stored": "Сохранённые прогоны",
-        "compare_reference": "Эталон: опубликованные времена из исходного сравнения (измерены не здесь)",
-        "compare_more": "Также сохранены: {sides}. GET /courier/benchmarks/compare?old=…&new=… сравнит любые два.",
-    },
-}
+LOCALES_DIR = Path(__file__).resolve().parent / "locales"
+DOMAIN = "courier"
+LANGUAGES = ("en", "de", "ru", "zh", "ja", "tr")
+"""Every language with a catalog, in the order ``/lang`` offers them; English is the fallback of all."""
+
+
+def po_path(language: str, locales_dir: Path = LOCALES_DIR) -> Path:
+    return locales_dir / language / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def read_messages(language: str, locales_dir: Path = LOCALES_DIR) -> dict[str, str]:
+    """The translated messages of one ``.po`` file, by id (no untranslated or fuzzy entries)."""
+    from babel.messages.pofile import read_po  # on first use: ComfyUI's start does not wait for Babel
+
+    with po_path(language, locales_dir).open("rb") as po:
+        entries = read_po(po, domain=DOMAIN)
+    return {entry.id: entry.string for entry in entries if entry.id and entry.string and not entry.fuzzy}
+
+
+def language_of(code: str | None) -> str | None:
+    """The catalog for a Telegram ``language_code`` (an IETF tag: ``de``, ``pt-br``, ``zh-hans``), or None.
+
+    Regional and script variants take their language's catalog (``de-at`` -> ``de``; ``zh-hant``
+    and ``zh-tw`` -> ``zh``, written in simplified characters, which is closer than English).
+    """
+    primary = (code or "").replace("_", "-").split("-")[0].strip().lower()
+    return primary if primary in LANGUAGES else None
 
 
 def pick_language(user_language: str | None, fallback: str) -> str:
-    for candidate in ((user_language or "").split("-")[0].lower(), fallback):
-        if candidate in MESSAGES:
-            return candidate
-    return "en"
+    """The user's language where we have it, else ``fallback`` (COURIER_LANGUAGE), else English."""
+    return language_of(user_language) or language_of(fallback) or "en"
 
 
-def catalog(language: str) -> dict[str, str]:
-    """Every message in ``language``, English where a translation is missing."""
-    return {**MESSAGES["en"], **MESSAGES.get(language, {})}
+def catalog(language: str) -> Mapping[str, str]:
+    """Every message in ``language`` (a code ``language_of`` maps; English for others), English where
+    a translation is missing."""
+    return _catalog(language_of(language) or "en")
+
+
+@functools.cache
+def _catalog(language: str) -> Mapping[str, str]:
+    english = read_messages("en")
+    return english if language == "en" else {**english, **read_messages(language)}
 
 
 def text(language: str, key: str, **params) -> str:
     return catalog(language)[key].format(**params)
+
+
+def command_description(language: str, name: str, description: str, shipped: bool) -> str:
+    """What the menu and ``/help`` say about a command: a shipped one's catalog text
+    (``command_<name>``), a published one's own description as its publisher wrote it."""
+    return catalog(language).get(f"command_{name}", description) if shipped else description

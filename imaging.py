@@ -15,13 +15,9 @@ import textwrap
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont, ImageOps, UnidentifiedImageError
 
+from . import i18n
+
 MAX_PIXELS = 64_000_000
-MESSAGES: dict[str, str] = {
-    "image_too_big": "the file is {size_mb:.1f} MB, the limit is {limit_mb:g} MB",
-    "image_too_many_pixels": "it is too large ({width}×{height} pixels, the limit is {limit_mp:g} megapixels)",
-    "image_unreadable": "it is not a picture I can read (PNG, JPEG, WebP, GIF...)",
-}
-"""English text of each reason a picture is refused; the bot's catalog translates them."""
 
 
 class BadImage(ValueError):
@@ -31,7 +27,7 @@ class BadImage(ValueError):
     """
 
     def __init__(self, key: str, **params):
-        super().__init__(MESSAGES[key].format(**params))
+        super().__init__(i18n.text("en", key, **params))
         self.key = key
         self.params = params
 

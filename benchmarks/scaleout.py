@@ -101,7 +101,7 @@ async def measure(servers, jobs: int, deadline: Deadline) -> tuple[dict, dict]:
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.runtime import Courier
     from comfyui_courier.store import backends, commands
-    from comfyui_courier.tests.support.graphs import slow_demo
+    from comfyui_courier.tests.support.graphs import cpu_bound
 
     data_dir = Path(tempfile.mkdtemp(prefix="courier-scaleout-"))
     async with BotApiEmulator() as emulator:
@@ -117,7 +117,7 @@ async def measure(servers, jobs: int, deadline: Deadline) -> tuple[dict, dict]:
             sys.exit(f"Courier did not start: {courier.health_report()}")
         try:
             pool = courier.store.pool
-            await commands.put_command(pool, COMMAND, workflow=slow_demo(size=1024, radius=31))
+            await commands.put_command(pool, COMMAND, workflow=cpu_bound(1024, 31))
             second = (await backends.list_backends(pool, [servers[1].url]))[0]
             await run_jobs(courier, bot, len(servers), "warm-up", servers)  # imports, caches: one job each
             await backends.set_backend(pool, second.id, draining=True)

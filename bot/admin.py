@@ -89,15 +89,14 @@ async def bench(update: Update, context: CourierContext) -> None:
     except WorkflowError as exc:
         await message.reply_text(context.t(update, "failed", name=name, reason=str(exc)))
         return
-    username, first_name, language = profile(user)
-    params = bench_job.job_params(name, command.workflow, repeats, language)
+    params = bench_job.job_params(name, command.workflow, repeats, context.language(update))
 
     async def post_status(position: int) -> int:
         return (await message.reply_text(context.t(update, "bench_queued", name=name, warmup=params["warmup"],
                                                    repeats=repeats, position=position))).message_id
 
     await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command="bench", params=params,
-                 post_status=post_status, profile=(username, first_name, language),
+                 post_status=post_status, profile=profile(user),
                  reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
                  refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
 
@@ -126,8 +125,7 @@ def comparison_message(update: Update, context: CourierContext, runs: list, work
     if sides is not None:
         table = build_table(runs, *sides)
         table = dataclasses.replace(table, rows=table.rows[:MAX_ROWS])
-        parts.append(f"<b>{html.escape(context.t(update, 'compare_stored'))}</b>\n"
-                     f"<pre>{html.escape(to_text(table))}</pre>")
+        parts.append(_titled(context.t(update, "compare_stored"), to_text(table)))
         others = [side["label"] for side in compare_view.sides_of(runs)
                   if side["label"] not in (sides[0].label, sides[1].label)]
         if others:
@@ -139,9 +137,12 @@ def comparison_message(update: Update, context: CourierContext, runs: list, work
         parts.append(html.escape(context.t(update, "compare_none", suffix=suffix)))
     reference = compare_view.reference_table(workflow)
     if reference is not None:
-        parts.append(f"<b>{html.escape(context.t(update, 'compare_reference'))}</b>\n"
-                     f"<pre>{html.escape(to_text(reference))}</pre>")
+        parts.append(_titled(context.t(update, "compare_reference"), to_text(reference)))
     return "\n\n".join(parts), table, reference
+
+
+def _titled(title: str, table_text: str) -> str:
+    return f"<b>{html.escape(title)}</b>\n<pre>{html.escape(table_text)}</pre>"
 
 
 async def backends(update: Update, context: CourierContext) -> None:
@@ -166,12 +167,19 @@ async def backends(update: Update, context: CourierContext) -> None:
     if changed is None:
         await message.reply_text(context.t(update, "backend_unknown", id=int(words[1])))
         return
-    (row,) = await backend_table.list_backends(context.pool, [changed.url])
-    await message.reply_text(context.t(update, "backend_drained" if draining else "backend_undrained",
-                                       id=row.id, running=row.running))
+    if draining:
+        (row,) = await backend_table.list_backends(context.pool, [changed.url])
+        await message.reply_text(context.t(update, "backend_drained", id=row.id, running=row.running))
+    else:
+        await message.reply_text(context.t(update, "backend_undrained", id=changed.id))
 
 
 def backend_line(update: Update, context: CourierContext, backend: backend_table.Backend) -> str:
-    state = "backend_draining" if backend.draining else "backend_ready" if backend.healthy else "backend_down"
-    return context.t(update, "backends_line", id=backend.id, url=shown_url(backend.url),
-                     state=context.t(update, state), running=backend.running, capacity=backend.capacity)
+    if backend.draining:
+        state = context.t(update, "backend_draining")
+    elif backend.healthy:
+        state = context.t(update, "backend_ready")
+    else:
+        state = context.t(update, "backend_down")
+    return context.t(update, "backends_line", id=backend.id, url=shown_url(backend.url), state=state,
+                     running=backend.running, capacity=backend.capacity)

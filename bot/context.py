@@ -6,8 +6,11 @@ import dataclasses
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
-from ..config import Settings
 from .. import i18n
+from ..config import Settings
+
+CHOSEN_LANGUAGE = "language"
+"""The ``user_data`` key of the language the user chose with /lang (None: none chosen)."""
 
 
 @dataclasses.dataclass
@@ -31,8 +34,15 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
     def pool(self):
         return self.bot_data.store.pool
 
+    def language(self, update) -> str:
+        """The language of the user behind ``update``: their ``/lang`` choice (``CHOSEN_LANGUAGE``,
+        read for each update), else their Telegram language, else ``COURIER_LANGUAGE``, else English."""
+        user = update.effective_user if update is not None else None
+        if user is None:
+            return i18n.pick_language(None, self.settings.language)
+        chosen = (self.user_data or {}).get(CHOSEN_LANGUAGE)
+        return i18n.pick_language(chosen or user.language_code, self.settings.language)
+
     def t(self, update, key: str, **params) -> str:
         """Localized text for the user behind ``update``."""
-        user = update.effective_user if update is not None else None
-        language = i18n.pick_language(user.language_code if user else None, self.settings.language)
-        return i18n.text(language, key, **params)
+        return i18n.text(self.language(update), key, **params)

@@ -19,14 +19,22 @@ from collections.abc import Callable
 from telegram import Chat, Message, Update
 from telegram.constants import FileSizeLimit
 from telegram.error import TelegramError
-from telegram.ext import ApplicationHandlerStop, BaseHandler, CommandHandler, MessageHandler, TypeHandler, filters
+from telegram.ext import (
+    ApplicationHandlerStop,
+    BaseHandler,
+    CallbackQueryHandler,
+    CommandHandler,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
 
-from .. import imaging
+from .. import i18n, imaging
 from ..jobs.submit import submit
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
-from . import admin
+from . import admin, languages
 from .context import CourierContext
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
 
@@ -35,7 +43,7 @@ log = get_logger("bot")
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
-MENU_COMMANDS = {"help": "List the commands", "status": "Your jobs in the queue", "cancel": "Cancel your jobs"}
+MENU_COMMANDS = ("help", "status", "cancel", "lang")
 """Built-ins shown in everyone's Telegram menu (admin commands are not)."""
 BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_SEED = 2**32 - 1
@@ -71,9 +79,24 @@ async def gatekeeper(update: Update, context: CourierContext) -> None:
     raise ApplicationHandlerStop
 
 
+def describe(command: commands.Command, language: str) -> str:
+    """A command's description in ``language`` (a published one's as its publisher wrote it)."""
+    return i18n.command_description(language, command.name, command.description, command.source == "seed")
+
+
+def command_menu(listed: list[commands.Command], language: str) -> list[tuple[str, str]]:
+    """(command, description) of the Telegram menu in ``language``: the command table, then the built-ins."""
+    def say(key: str) -> str:
+        return i18n.text(language, key)
+
+    built_ins = {"help": say("menu_help"), "status": say("menu_status"), "cancel": say("menu_cancel"),
+                 "lang": say("menu_lang")}
+    return [(c.name, describe(c, language)[:256] or c.name) for c in listed] + list(built_ins.items())
+
+
 async def _command_lines(context: CourierContext, update: Update) -> str:
     listed = await commands.list_commands(context.pool, enabled_only=True)
-    return "\n".join(context.t(update, "help_line", name=c.name, description=c.description)
+    return "\n".join(context.t(update, "help_line", name=c.name, description=describe(c, context.language(update)))
                      for c in listed)
 
 
@@ -112,8 +135,8 @@ async def cancel(update: Update, context: CourierContext) -> None:
         if dispatcher is not None:
             await dispatcher.interrupt(job.id)
     count = len(cancelled.queued) + len(cancelled.running)
-    key = "cancelled" if count else "nothing_to_cancel"
-    await update.effective_message.reply_text(context.t(update, key, count=count))
+    await update.effective_message.reply_text(context.t(update, "cancelled", count=count) if count
+                                              else context.t(update, "nothing_to_cancel"))
 
 
 def image_file_id(message: Message | None, say: Callable[..., str], name: str, max_bytes: int) -> str | None:
@@ -184,7 +207,6 @@ async def run_command(update: Update, context: CourierContext) -> None:
         if image is None:
             await message.reply_text(context.t(update, "needs_image", name=request.name))
             return
-    username, first_name, language = profile(user)
 
     async def post_status(position: int) -> int:
         return (await message.reply_text(context.t(update, "queued", name=request.name, position=position))
@@ -192,15 +214,17 @@ async def run_command(update: Update, context: CourierContext) -> None:
 
     await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
                  params={"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
-                         "language": language, "workflow": command.workflow},  # runs as it was when queued
-                 post_status=post_status, profile=(username, first_name, language),
+                         "language": context.language(update),
+                         "workflow": command.workflow},  # runs as it was when queued
+                 post_status=post_status, profile=profile(user),
                  reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
                  refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
 
 
 async def hint(update: Update, context: CourierContext) -> None:
     """A private message without a command (text, a photo, a sticker...): one line on what to do."""
-    await update.message.reply_text(context.t(update, "hint_text" if update.message.text else "hint_media"))
+    await update.message.reply_text(context.t(update, "hint_text") if update.message.text
+                                    else context.t(update, "hint_media"))
 
 
 async def on_error(update: object, context: CourierContext) -> None:
@@ -230,13 +254,17 @@ COMMAND = MESSAGES_ONLY & (filters.COMMAND | filters.CaptionRegex(r"^/"))
 
 
 def build_handlers() -> list[tuple[BaseHandler, int]]:
-    """(handler, group) pairs: the gatekeeper first, then commands, then the hint for everything else."""
+    """(handler, group) pairs: the gatekeeper first, the user's language, then commands, then the hint
+    for everything else."""
     return [
-        (TypeHandler(Update, gatekeeper), -1),
+        (TypeHandler(Update, gatekeeper), -2),
+        (TypeHandler(Update, languages.load_language), -1),
         (CommandHandler("start", start, MESSAGES_ONLY), 0),
         (CommandHandler("help", help_command, MESSAGES_ONLY), 0),
         (CommandHandler("status", status, MESSAGES_ONLY), 0),
         (CommandHandler("cancel", cancel, MESSAGES_ONLY), 0),
+        (CommandHandler("lang", languages.lang, MESSAGES_ONLY), 0),
+        (CallbackQueryHandler(languages.lang_button, pattern=f"^{languages.BUTTON_PREFIX}"), 0),
         (CommandHandler("bench", admin.bench, MESSAGES_ONLY), 0),  # admins only; before the command table's
         (CommandHandler("compare", admin.compare, MESSAGES_ONLY), 0),
         (CommandHandler("backends", admin.backends, MESSAGES_ONLY), 0),

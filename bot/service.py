@@ -13,11 +13,12 @@ from telegram import BotCommand, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes
 
+from .. import i18n
 from ..config import Settings
 from ..health import Health
 from ..store import commands
 from .context import BotData, CourierContext
-from .handlers import ALLOWED_UPDATES, MENU_COMMANDS, build_handlers, on_error
+from .handlers import ALLOWED_UPDATES, build_handlers, command_menu, on_error
 from ..logs import get_logger
 
 log = get_logger("bot")
@@ -96,14 +97,16 @@ class BotService:
         await self.application.update_queue.put(Update.de_json(payload, self.application.bot))
 
     async def publish_command_menu(self) -> None:
-        """Telegram's command menu = the enabled commands of the table (setMyCommands)."""
+        """Telegram's command menu = the enabled commands of the table and the built-ins (setMyCommands),
+        once per catalog language and once for every other language, in ``COURIER_LANGUAGE``."""
         listed = await commands.list_commands(self.application.bot_data.store.pool, enabled_only=True)
-        menu = [BotCommand(c.name, c.description[:256] or c.name) for c in listed]
-        menu += [BotCommand(name, description) for name, description in MENU_COMMANDS.items()]
-        try:
-            await self.application.bot.set_my_commands(menu[:100])
-        except TelegramError as exc:
-            log.warning("could not publish the command menu: %s", exc)
+        for language_code in ("", *i18n.LANGUAGES):
+            language = i18n.pick_language(language_code, self.settings.language)
+            menu = [BotCommand(name, description) for name, description in command_menu(listed, language)]
+            try:
+                await self.application.bot.set_my_commands(menu[:100], language_code=language_code or None)
+            except TelegramError as exc:
+                log.warning("could not publish the command menu for language %r: %s", language_code, exc)
 
     async def stop(self) -> None:
         if self._started:

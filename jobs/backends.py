@@ -70,10 +70,8 @@ class HealthChecks:
         self.on_recovered = on_recovered
         self._models_read_at: dict[str, float] = {}
 
-    async def check_all(self) -> list[backends.Backend]:
-        """Check every backend at once; then their rows."""
+    async def check_all(self) -> None:
         await asyncio.gather(*(self.check(client) for client in self.clients))
-        return await backends.list_backends(self.pool, [client.base_url for client in self.clients])
 
     async def check(self, client: ComfyClient) -> None:
         url = client.base_url

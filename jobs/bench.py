@@ -1,10 +1,11 @@
 """``/bench`` jobs: a stored command's workflow measured by the Benchmark node on one backend.
 
 The bot queues a job of kind ``benchmark``; the dispatcher runs it like any job, on the backend
-whose worker claims it, so no other Courier job runs on that backend until the session ends
-(one job per backend). Here the workflow is filled like a normal job (a fixed prompt and seed,
-a fixed picture for edit commands), gets a Benchmark node (``gpu.session.with_benchmark_node``)
-plus two display nodes for its report and chart, and is queued once.
+whose worker claims it, and gives it that backend alone (``dispatcher.ALONE``): no other
+Courier job runs there until the session ends. Here the workflow is filled like a normal job
+(a fixed prompt and seed, a fixed picture for edit commands), gets a Benchmark node
+(``gpu.session.with_benchmark_node``) plus two display nodes for its report and chart, and is
+queued once.
 
 The Benchmark node queues the other runs itself (see ``gpu/session.py``), under the
 ``client_id`` of the prompt that started it: the client's, so ComfyUI sends the frames of every
@@ -212,9 +213,9 @@ class Tracker:
 
     def output(self, node: str, output: dict) -> None:
         if node == self.report_node:
-            text = output.get("text")
-            if isinstance(text, list) and text and isinstance(text[0], str):
-                self.report = text[0]
+            lines = output.get("text")
+            if isinstance(lines, list) and lines and isinstance(lines[0], str):
+                self.report = lines[0]
         elif node == self.chart_node:
             images = output.get("images")
             if isinstance(images, list) and images and isinstance(images[0], dict):

@@ -1,12 +1,17 @@
-"""Claims jobs from PostgreSQL and runs each on a ComfyUI backend, ``capacity`` at a time per backend.
+"""Claims jobs from PostgreSQL and runs them on ComfyUI backends, a few at a time per backend.
 
-Every backend has one worker task per unit of its capacity (backends table): claim (fair
-across users, SKIP LOCKED, only while the backend is healthy and not draining), run, deliver,
-record. Workers sleep on a NOTIFY from enqueue, with a slow poll as a safety net. A claimed
-job holds a lease that the worker extends while it runs; if this process dies (ComfyUI skips
-cleanup on SIGTERM) the lease expires and the housekeeping of any live dispatcher, on any
-host, puts the job back in the queue. A backend that dies under a job is marked unhealthy
-and the job queued again for another one, up to the job's ``max_attempts``.
+Every backend has one worker task that claims jobs (fair across users, SKIP LOCKED)
+while the backend has a free slot, and runs each in a task of its own: run, deliver,
+record. A backend has ``pipeline_depth`` slots, counting the running prompt, so the
+next job's upload and ``POST /prompt`` happen while the current one runs and ComfyUI
+starts it from its own queue. A job that must have its backend alone (a ``/bench``
+session) waits for the others to end and holds every slot. Workers sleep on a NOTIFY
+from enqueue, with a slow poll as a safety net. A claimed job holds a lease that the
+worker extends while it runs; if this process dies (ComfyUI skips cleanup on SIGTERM)
+the lease expires and the housekeeping of any live dispatcher, on any host, puts the job
+back in the queue. The backends table decides what a backend may claim (health checks,
+drain, capacity, models: ``jobs/backends.py``); a backend that dies under a job is marked
+unhealthy and the job queued again for another one, up to the job's ``max_attempts``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ BACKEND_RETRY_S = 5.0
 
 RUNNERS: dict[str, Runner] = {prompt_job.KIND: prompt_job.run, bench.KIND: bench.run_job}
 """Job kind (``job.params["kind"]``, a prompt job when absent) -> its runner."""
+ALONE = frozenset({bench.KIND})
+"""Kinds that hold their backend alone: a benchmark session measures nothing else's runs."""
+
+
+def kind(job) -> str:
+    return job.params.get("kind", prompt_job.KIND)
 
 
 @dataclasses.dataclass
@@ -49,6 +60,46 @@ class ActiveJob:
     prompt_id: str
     task: asyncio.Task | None = None
     cancelled_by_user: bool = False
+
+
+class Slots:
+    """The prompts one backend may hold at once (queued in ComfyUI or running).
+
+    Only the backend's worker takes slots, one before each claim, and the job it claims
+    holds it (``Hold``). A job that must have the backend alone takes the rest of them
+    before it starts, while its worker claims nothing, so nobody can overtake it.
+    """
+
+    def __init__(self, depth: int):
+        self.depth = depth
+        self._free = asyncio.Semaphore(depth)
+
+    async def take(self) -> None:
+        await self._free.acquire()
+
+    def give_back(self, count: int = 1) -> None:
+        for _ in range(count):
+            self._free.release()
+
+
+class Hold:
+    """The slots one claimed job holds: the one its worker took, or all of them (``alone``)."""
+
+    def __init__(self, slots: Slots, alone: bool):
+        self.slots = slots
+        self.alone = alone
+        self.count = 1
+
+    async def wait_turn(self) -> None:
+        """Return once the job may start: at once, or (``alone``) when the backend's other jobs have ended."""
+        while self.alone and self.count < self.slots.depth:
+            await self.slots.take()
+            self.count += 1
+
+    def release(self) -> None:
+        """The job's prompts have left the backend (or it ended): the next job may have its slots."""
+        self.slots.give_back(self.count)
+        self.count = 0
 
 
 class Dispatcher:
@@ -63,7 +114,6 @@ class Dispatcher:
                         for url in backend_urls]
         self._wakeup = asyncio.Event()
         self.health_checks = backend_health.HealthChecks(store.pool, self.clients, self._wakeup.set)
-        self._workers: dict[str, int] = {}  # backend URL -> how many worker tasks serve it
         self._tasks: list[asyncio.Task] = []
         self._running: dict[int, ActiveJob] = {}
         self._listener = None
@@ -73,9 +123,12 @@ class Dispatcher:
             self.health.set("dispatcher", "error", "no ComfyUI backend configured")
             return
         self._listener = await self.store.listen_jobs(self._wakeup.set)
-        await backends.register_backends(self.store.pool, [client.base_url for client in self.clients])
-        self._staff(await self.health_checks.check_all())
+        await backends.register_backends(self.store.pool, [client.base_url for client in self.clients],
+                                         capacity=self.settings.pipeline_depth)
+        await self.health_checks.check_all()  # a dead backend claims nothing, from the first claim on
         self._tasks.append(asyncio.create_task(self._watch_backends(), name="courier-backend-health"))
+        for index, client in enumerate(self.clients):
+            self._tasks.append(asyncio.create_task(self._worker(client), name=f"courier-worker-{index}"))
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="courier-housekeeping"))
         self.health.set("dispatcher", "ok", f"{len(self.clients)} backend(s)")
 
@@ -96,50 +149,65 @@ class Dispatcher:
             return False
         active.cancelled_by_user = True
         active.task.cancel()
-        with contextlib.suppress(ComfyError):
+        await asyncio.wait([active.task])  # a POST /prompt under way has ended: nothing is queued after this
+        with contextlib.suppress(ComfyError):  # deletes it from ComfyUI's queue, or interrupts it running
             await active.client.cancel(active.prompt_id)
         return True
-
-    def _staff(self, rows: list[backends.Backend]) -> None:
-        """Start workers until each backend has one per unit of its capacity (a lowered capacity
-        needs no fewer: the claim refuses the extra ones)."""
-        capacity = {row.url: row.capacity for row in rows}
-        for client in self.clients:
-            while self._workers.get(client.base_url, 0) < capacity.get(client.base_url, 0):
-                self._workers[client.base_url] = slot = self._workers.get(client.base_url, 0) + 1
-                self._tasks.append(asyncio.create_task(self._worker(client),
-                                                       name=f"courier-worker-{client.base_url}-{slot}"))
 
     async def _watch_backends(self) -> None:
         while True:
             await asyncio.sleep(backend_health.INTERVAL_S)
             try:
-                self._staff(await self.health_checks.check_all())
+                await self.health_checks.check_all()
             except Exception:
                 log.exception("checking the backends failed")
 
     async def _worker(self, client: ComfyClient) -> None:
-        lease_s = self.settings.job_lease_s
-        while True:
-            self._wakeup.clear()
-            try:
-                job = await jobs.claim(self.store.pool, self.worker_id, lease_s, backend=client.base_url)
-            except Exception:
-                log.exception("claiming a job failed")
-                job = None
-            if job is None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
-                continue
-            active = ActiveJob(client, str(uuid.uuid4()))
-            active.task = asyncio.create_task(self._run(job, active), name=f"courier-job-{job.id}")
-            self._running[job.id] = active
-            try:  # cancelling the worker (shutdown) cancels the job too
-                retry_backend = await active.task
-            finally:
-                self._running.pop(job.id, None)
-            if retry_backend:
+        slots = Slots(self.settings.pipeline_depth)
+        tasks: set[asyncio.Task] = set()
+        try:
+            while True:
+                await slots.take()
+                job = await self._claim(client)
+                if job is None:
+                    slots.give_back()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
+                    continue
+                hold = Hold(slots, alone=kind(job) in ALONE)
+                active = ActiveJob(client, str(uuid.uuid4()))
+                active.task = asyncio.create_task(self._serve(job, active, hold), name=f"courier-job-{job.id}")
+                self._running[job.id] = active
+                tasks.add(active.task)
+                active.task.add_done_callback(tasks.discard)
+                if hold.alone:  # claims nothing more until the session has ended
+                    await asyncio.wait([active.task])
+        finally:  # shutdown: the jobs go back to the queue
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _claim(self, client: ComfyClient):
+        self._wakeup.clear()
+        try:
+            return await jobs.claim(self.store.pool, self.worker_id, self.settings.job_lease_s,
+                                    backend=client.base_url)
+        except Exception:
+            log.exception("claiming a job failed")
+            return None
+
+    async def _serve(self, job, active: ActiveJob, hold: Hold) -> None:
+        """Run a job in the slots it holds; they are free again once its prompts left the backend."""
+        try:
+            backend_down = await self._run(job, active, hold)
+            self._running.pop(job.id, None)
+            if backend_down:
                 await asyncio.sleep(BACKEND_RETRY_S)  # back off from a backend that is down
+        except Exception:  # recording the outcome failed: the lease runs out and the job is queued again
+            log.exception("job %s: its outcome was not recorded", job.id)
+        finally:
+            self._running.pop(job.id, None)
+            hold.release()
 
     async def _housekeeping(self) -> None:
         while True:
@@ -156,8 +224,12 @@ class Dispatcher:
             await asyncio.sleep(lease_s / 3)
             await jobs.extend_lease(self.store.pool, job_id, self.worker_id, lease_s)
 
-    async def _run(self, job, active: ActiveJob) -> bool:
-        """Run one claimed job to a final state, or back to the queue; True if its backend failed it."""
+    async def _run(self, job, active: ActiveJob, hold: Hold) -> bool:
+        """Run one claimed job to a final state, or back to the queue; True if its backend failed it.
+
+        The job waits for its turn under its lease (the jobs before one that has its backend
+        alone may run for long).
+        """
         client = active.client
         language = i18n.pick_language(job.params.get("language"), self.settings.language)
 
@@ -168,9 +240,11 @@ class Dispatcher:
         lease = asyncio.create_task(self._keep_lease(job.id), name=f"courier-lease-{job.id}")
         started = time.monotonic()
         try:
+            await hold.wait_turn()
             await progress.update(say("running", name=job.command))
-            runner = RUNNERS[job.params.get("kind", prompt_job.KIND)]
-            run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say)
+            runner = RUNNERS[kind(job)]
+            run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say,
+                         left_backend=hold.release)
             result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
         except asyncio.CancelledError:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled

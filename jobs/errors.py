@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..i18n import MESSAGES as CATALOG
+from .. import i18n
 
-MESSAGES: Mapping[str, str] = CATALOG["en"]
+MESSAGES: Mapping[str, str] = i18n.catalog("en")
 """The English text of each key (the default of every ``render``)."""
 
 # (loader class, input name or prefix) -> models folder; other loaders -> "models".
@@ -108,7 +108,7 @@ def _node_problem(node_id: str, node_type: str, err: Mapping[str, Any]) -> Probl
     message, details = err.get("message", ""), err.get("details", "")
     params = {"node_id": node_id, "node_type": node_type, "input_name": input_name,
               "message": message, "details": details, "text": _text(message, details, input_name)}
-    return Problem("invalid_input" if input_name else "invalid_node", params)
+    return Problem("invalid_input", params) if input_name else Problem("invalid_node", params)
 
 
 def _text(message: str, details: str, input_name: str = "") -> str:
@@ -124,7 +124,7 @@ def summarize_execution_error(data: Mapping[str, Any]) -> Problem:
     params = {"node_id": str(data.get("node_id", "?")), "node_type": data.get("node_type", "?"),
               "exception_type": data.get("exception_type", ""), "exception_message": message}
     oom = "OutOfMemory" in params["exception_type"] or "out of memory" in message.lower()
-    return Problem("out_of_memory" if oom else "execution_failed", params)
+    return Problem("out_of_memory", params) if oom else Problem("execution_failed", params)
 
 
 class ComfyError(Exception):

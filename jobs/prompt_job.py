@@ -26,6 +26,7 @@ async def run(run: JobRun) -> dict:
                                         percent=int(100 * event.value / event.max)))
 
     result = await client.run_prompt(workflow, on_progress=on_progress, prompt_id=run.prompt_id)
+    run.left_backend()
     wanted = set(output_nodes(workflow))
     delivered = []
     for node_id, output in result.outputs.items():

@@ -31,6 +31,9 @@ class JobRun:
     pool: object
     settings: Settings
     say: Callable[..., str]  # localized text in the job's language
+    left_backend: Callable[[], None] = lambda: None
+    """Call once the job's prompts have left the backend (before delivering what they made): its
+    slot goes to the next job, so the backend runs that one while this one talks to the chat."""
 
 
 Runner = Callable[[JobRun], Awaitable[dict]]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..store import commands
+from .. import i18n
 from ..logs import get_logger
+from ..store import commands
 
 log = get_logger("commands")
 
@@ -18,12 +19,16 @@ def seed_manifest(seed_dir: Path = SEED_DIR) -> dict:
 
 
 async def seed_commands(store, seed_dir: Path = SEED_DIR) -> list[str]:
-    """Add or refresh the shipped commands; a published command of the same name wins."""
+    """Add or refresh the shipped commands; a published command of the same name wins.
+
+    A shipped command's description is its English catalog text (``command_<name>``); the menu
+    and ``/help`` show the user's language.
+    """
     refreshed = []
     for name, entry in seed_manifest(seed_dir).items():
         workflow = json.loads((seed_dir / entry["file"]).read_text(encoding="utf-8"))
-        if await commands.seed_command(store.pool, name, workflow=workflow, description=entry["description"],
-                                       owner="seed"):
+        description = i18n.catalog("en")[f"command_{name}"]
+        if await commands.seed_command(store.pool, name, workflow=workflow, description=description, owner="seed"):
             refreshed.append(name)
     if refreshed:
         log.info("commands loaded: %s", ", ".join(f"/{n}" for n in refreshed))

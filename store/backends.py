@@ -28,10 +28,11 @@ class Backend:
     running: int = 0  # jobs running on it now; set by list_backends
 
 
-async def register_backends(db: Db, urls: list[str]) -> list[Backend]:
-    """Add the backends not yet known (known ones keep their state); their rows, in ``urls`` order."""
+async def register_backends(db: Db, urls: list[str], *, capacity: int = 1) -> list[Backend]:
+    """Add the backends not yet known, with ``capacity`` (known ones keep their state); their rows,
+    in ``urls`` order."""
     async with acquire(db) as conn:
-        return [Backend(**await conn.fetchrow(query("register_backend"), url)) for url in urls]
+        return [Backend(**await conn.fetchrow(query("register_backend"), url, capacity)) for url in urls]
 
 
 async def list_backends(db: Db, urls: list[str] | None = None) -> list[Backend]:

@@ -154,6 +154,20 @@ class EmbeddedServer:
             self._watcher.wait()
 
 
+def remove_cluster(pgdata: Path) -> None:
+    """Delete a stopped server's data: ``pgdata`` and, when it links to a cluster in SYSTEM_DIR,
+    that cluster and its ``.clients`` file."""
+    if pgdata.is_symlink():
+        target = pgdata.resolve()
+        if target.parent == SYSTEM_DIR:
+            shutil.rmtree(target, ignore_errors=True)
+            target.with_name(target.name + ".clients").unlink(missing_ok=True)
+        pgdata.unlink()
+    else:
+        shutil.rmtree(pgdata, ignore_errors=True)
+    pgdata.with_name(pgdata.name + ".clients").unlink(missing_ok=True)
+
+
 def _system_location(pgdata: Path) -> Path:
     """As root, where the cluster for ``pgdata`` lives: a cluster already there stays; a new one
     goes to ``SYSTEM_DIR``, under a name derived from the resolved path, linked from ``pgdata``."""

@@ -1,4 +1,4 @@
-"""Telegram users: who they are, whether they are admins, and when they were last served."""
+"""Telegram users: who they are, whether they are admins, when they were last served, their language."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ class User:
     is_admin: bool
     created_at: datetime
     last_served_at: datetime | None
+    language: str | None  # chosen with /lang; None: language_code decides
 
 
 async def upsert_user(db: Db, user_id: int, username: str | None = None,
@@ -38,3 +39,15 @@ async def set_admin(db: Db, user_id: int, is_admin: bool) -> User | None:
     async with acquire(db) as conn:
         row = await conn.fetchrow(query("set_admin"), user_id, is_admin)
     return None if row is None else User(**row)
+
+
+async def set_language(db: Db, user_id: int, language: str | None) -> None:
+    """Store the user's chosen language (None: follow their Telegram language again)."""
+    async with acquire(db) as conn:
+        await conn.execute(query("set_language"), user_id, language)
+
+
+async def chosen_language(db: Db, user_id: int) -> str | None:
+    """The language the user chose with /lang; None if they never did (or are unknown)."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("chosen_language"), user_id)

@@ -20,7 +20,10 @@ files downloadable via getFile. Fault injection (``EmulatedBot.fail``/``hang``)
 covers what Telegram does under load: 429 with retry_after, 5xx, lost answers.
 Waiting is event driven throughout (``BotApiEmulator.wait_for``).
 
-Standalone: ``main(["--port", "8081", "--token", "123:ABC"])`` serves until Ctrl-C.
+A person plays the users in a browser: the emulator's root serves a web chat
+(``webchat``) over the same test API. Standalone: ``main(["--port", "8081",
+"--token", "123:ABC"])`` serves until Ctrl-C; ``python <pack> try`` (``tryout``) also
+starts ComfyUI with the bot on it.
 """
 
 from .bot import Call, EmulatedBot, StoredFile

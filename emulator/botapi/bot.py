@@ -343,6 +343,19 @@ class EmulatedBot:
         """The chat's messages as the user sees them now: edits applied, deleted ones gone."""
         return [message for (chat, _), message in self._messages.items() if chat == chat_id]
 
+    def command_menu(self, user_id: int, language_code: str = "") -> list[dict[str, str]]:
+        """The commands a Telegram client lists for a private chat with ``user_id``.
+
+        The most specific list set wins: this chat, all private chats, default; at each
+        scope the user's language before no language.
+        """
+        scopes = ({"type": "chat", "chat_id": user_id}, {"type": "all_private_chats"}, {"type": "default"})
+        for scope in scopes:
+            for language in dict.fromkeys((language_code, "")):
+                if listed := self.commands.get((json.dumps(scope, sort_keys=True), language)):
+                    return listed
+        return []
+
     def file_bytes(self, file_id: str) -> bytes:
         return self.files[file_id].data
 

@@ -3,7 +3,9 @@
 Plain JSON in and out (not the Bot API envelope); errors are ``{"error": ...}``
 with 400, or 404 for an unknown bot. With ``$E`` the emulator's URL::
 
+    curl $E/_emulator/bots                                                 # -> [{"token", "user"}, ...]
     curl -X POST $E/_emulator/bots -d '{"token": "123:ABC"}'               # -> {"token", "user"}
+    curl $E/_emulator/users                                                # -> [User, ...]
     curl -X POST $E/_emulator/users -d '{"id": 42, "first_name": "Ada", "language_code": "de"}'
     curl -X POST $E/_emulator/bots/123:ABC/messages -d '{"user_id": 42, "text": "/demo hello"}'
     curl -X POST $E/_emulator/bots/123:ABC/messages -F user_id=42 -F photo=@cat.png -F caption=hi
@@ -11,7 +13,9 @@ with 400, or 404 for an unknown bot. With ``$E`` the emulator's URL::
     curl -X POST $E/_emulator/bots/123:ABC/callback_queries -d '{"user_id": 42, "message_id": 2, "data": "x"}'
     curl "$E/_emulator/bots/123:ABC/outbox?since=0&timeout=30"   # long-polls for what the bot did
     curl $E/_emulator/bots/123:ABC/chats/42                        # the chat as the user sees it
-    curl -o out.png $E/_emulator/bots/123:ABC/files/<file_id>
+    curl -N $E/_emulator/bots/123:ABC/chats/42/events              # the same, again on every change (SSE)
+    curl $E/_emulator/bots/123:ABC/menu/42                         # the command menu user 42 sees
+    curl -o out.png $E/_emulator/bots/123:ABC/files/<file_id>      # ?download=1: as an attachment
     curl -X POST $E/_emulator/bots/123:ABC/faults -d '{"method": "sendMessage", "status": 429, "retry_after": 3}'
     curl -X POST $E/_emulator/bots/123:ABC/faults -d '{"method": "sendPhoto", "hang": true, "times": 2}'
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mimetypes
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
 
 PREFIX = "/_emulator"
 EMULATOR: web.AppKey[BotApiEmulator] = web.AppKey("botapi_emulator")
+KEEPALIVE_S = 15.0
 routes = web.RouteTableDef()
 
 
@@ -66,12 +72,22 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return body
 
 
+@routes.get("/bots")
+async def list_bots(request: web.Request) -> web.Response:
+    return web.json_response([{"token": bot.token, "user": bot.user} for bot in request.app[EMULATOR].bots])
+
+
 @routes.post("/bots")
 async def add_bot(request: web.Request) -> web.Response:
     body = await _body(request)
     bot = request.app[EMULATOR].add_bot(body.get("token"), username=body.get("username"),
                                         first_name=body.get("first_name", "Courier Test Bot"))
     return web.json_response({"token": bot.token, "user": bot.user})
+
+
+@routes.get("/users")
+async def list_users(request: web.Request) -> web.Response:
+    return web.json_response(list(request.app[EMULATOR].users.values()))
 
 
 @routes.post("/users")
@@ -129,10 +145,56 @@ async def history(request: web.Request) -> web.Response:
     return web.json_response(_bot(request).history(int(request.match_info["chat_id"])))
 
 
+@routes.get("/bots/{token}/chats/{chat_id}/events")
+async def chat_events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: the chat view (``chat_view``) now, then again each time it changes."""
+    emulator, bot, chat_id = request.app[EMULATOR], _bot(request), int(request.match_info["chat_id"])
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    sent = ""
+
+    def news() -> str | bool:
+        view = json.dumps(chat_view(bot, chat_id))
+        return emulator.closing or (view != sent and view)
+
+    while not emulator.closing:
+        try:
+            view = await emulator.wait_for(news, KEEPALIVE_S)
+        except TimeoutError:
+            await response.write(b": keepalive\n\n")
+            continue
+        if emulator.closing:
+            break
+        sent = view
+        await response.write(f"data: {view}\n\n".encode())
+    return response
+
+
+def chat_view(bot: EmulatedBot, chat_id: int) -> dict[str, Any]:
+    """What a Telegram client shows of a private chat: messages, the command menu, callback answers."""
+    user = bot.emulator.users.get(chat_id, {})
+    answers = [call.params for call in bot.outbox if call.method == "answerCallbackQuery"]
+    return {"messages": bot.history(chat_id), "menu": bot.command_menu(chat_id, user.get("language_code", "")),
+            "answers": answers}
+
+
+@routes.get("/bots/{token}/menu/{user_id}")
+async def command_menu(request: web.Request) -> web.Response:
+    emulator, user_id = request.app[EMULATOR], int(request.match_info["user_id"])
+    language = emulator.users.get(user_id, {}).get("language_code", "")
+    return web.json_response(_bot(request).command_menu(user_id, language))
+
+
 @routes.get("/bots/{token}/files/{file_id}")
 async def file_bytes(request: web.Request) -> web.Response:
-    return web.Response(body=_bot(request).file_bytes(request.match_info["file_id"]),
-                        content_type="application/octet-stream")
+    """The file with its MIME type, so a browser shows it; ``?download=1`` saves it under its name."""
+    stored = _bot(request).files[request.match_info["file_id"]]
+    headers = {}
+    if request.query.get("download"):
+        name = stored.content.get("file_name") if isinstance(stored.content, dict) else None
+        headers["Content-Disposition"] = f'attachment; filename="{name or stored.file_path.rpartition("/")[2]}"'
+    return web.Response(body=stored.data, headers=headers,
+                        content_type=mimetypes.guess_type(stored.file_path)[0] or "application/octet-stream")
 
 
 @routes.post("/bots/{token}/faults")

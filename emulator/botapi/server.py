@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
+import ipaddress
 import itertools
 import re
 import secrets
+import signal
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
 
-from . import control
+from . import control, webchat
 from .bot import EmulatedBot
 from .wire import MAX_UPLOAD, ApiError, error_response, ok_response, read_request
 
@@ -60,6 +61,7 @@ class BotApiEmulator:
         app.router.add_route("*", "/bot{token}/{method}", self._bot_api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         app.add_subapp(control.PREFIX, control.make_app(self))
+        webchat.add_routes(app)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         # handler_cancellation: a client that gives up (timeout) ends its long poll or hung call here too.
         runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True, shutdown_timeout=5)
@@ -112,6 +114,10 @@ class BotApiEmulator:
 
     def bot(self, token: str) -> EmulatedBot:
         return self._bots[token]
+
+    @property
+    def bots(self) -> list[EmulatedBot]:
+        return list(self._bots.values())
 
     def add_user(self, user_id: int, first_name: str | None = None, *, last_name: str | None = None,
                  username: str | None = None, language_code: str | None = "en") -> dict[str, Any]:
@@ -181,13 +187,23 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the emulator in the foreground until interrupted (Ctrl-C)."""
     parser = argparse.ArgumentParser(prog="botapi-emulator",
                                      description="Local Telegram Bot API emulator for tests and demos.")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8081, help="port to listen on; 0 picks one (default 8081)")
     parser.add_argument("--token", action="append", default=[],
                         help="bot token to accept (repeatable); one is made up when none is given")
     args = parser.parse_args(argv)
+    if not _is_loopback(args.host):
+        parser.error(f"--host {args.host} is not a loopback address: the test API lists the bots' tokens, "
+                     "so the emulator serves this machine only (reach it from elsewhere over ssh -L or -R)")
     asyncio.run(_serve(args.host, args.port, args.token))
     return 0
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 async def _serve(host: str, port: int, tokens: list[str]) -> None:
@@ -196,6 +212,7 @@ async def _serve(host: str, port: int, tokens: list[str]) -> None:
         print(f"Telegram Bot API emulator on {emulator.url}", flush=True)
         for bot in bots:
             print(f"  bot @{bot.user['username']}  token {bot.token}", flush=True)
+        print(f"  web chat {emulator.url}/", flush=True)
         print(f"  Bot API {emulator.base_url}<token>/<method>, files {emulator.base_file_url}<token>/<path>\n"
               f"  test API {emulator.url}{control.PREFIX}/ (bots, users, messages, callback_queries, outbox, ...)",
               flush=True)

@@ -40,6 +40,14 @@ SELECT * FROM courier_users WHERE user_id = $1;
 -- set_admin --
 UPDATE courier_users SET is_admin = $2 WHERE user_id = $1 RETURNING *;
 
+-- set_language --
+-- The user's /lang choice ($2; NULL: their Telegram language again), for a new user too.
+INSERT INTO courier_users (user_id, language) VALUES ($1, $2)
+ON CONFLICT (user_id) DO UPDATE SET language = EXCLUDED.language;
+
+-- chosen_language --
+SELECT language FROM courier_users WHERE user_id = $1;
+
 -- get_session --
 SELECT * FROM courier_chat_sessions WHERE chat_id = $1 AND user_id = $2;
 
@@ -258,7 +266,7 @@ UPDATE courier_commands SET enabled = $2, updated_at = now() WHERE name = $1 RET
 DELETE FROM courier_commands WHERE name = $1 RETURNING name;
 
 -- register_backend --
-INSERT INTO courier_backends (url) VALUES ($1)
+INSERT INTO courier_backends (url, capacity) VALUES ($1, $2)
 ON CONFLICT (url) DO UPDATE SET url = EXCLUDED.url
 RETURNING *;
 

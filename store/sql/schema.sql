@@ -8,7 +8,8 @@ CREATE TABLE courier_users (
     language_code text,
     is_admin boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT now(),
-    last_served_at timestamptz  -- when a job of this user was last claimed; NULL = never (served first)
+    last_served_at timestamptz,  -- when a job of this user was last claimed; NULL = never (served first)
+    language text  -- chosen with /lang (a catalog: en, de, ru...); NULL = their Telegram language_code
 );
 
 CREATE TABLE courier_chat_sessions (

@@ -212,7 +212,7 @@ CORPUS = [  # issue 9's cases, always among the examples
 def catalog_patterns() -> list[tuple[int, str, re.Pattern]]:
     """Every message of every language as (its fixed text's length, key, pattern with {fields} matching anything)."""
     patterns = set()
-    for language in i18n.MESSAGES:
+    for language in i18n.LANGUAGES:
         for key, template in i18n.catalog(language).items():
             parts = re.split(r"\{[^{}]*\}", template)
             patterns.add((len("".join(parts)), key, "(?:.|\n)*".join(map(re.escape, parts))))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from comfyui_courier.emulator.botapi import main as emulator_main
 from PIL import Image
 
 pytestmark = pytest.mark.timeout(30)
@@ -152,3 +153,51 @@ async def test_main_serves_standalone_until_interrupted(http):
         if process.returncode is None:
             process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(process.wait(), 10) == 0, (await process.stderr.read()).decode()
+
+
+async def test_http_test_api_for_the_web_chat(botapi, botapi_bot, http):
+    """What the web chat reads: bots with tokens, users, a user's menu, a chat's events, typed files."""
+    control = f"{botapi.url}/_emulator"
+    bot = f"{control}/bots/{botapi_bot.token}"
+    botapi.add_user(USER, "Greta", language_code="de")
+    async with http.get(f"{control}/bots") as response:
+        assert await response.json() == [{"token": botapi_bot.token, "user": botapi_bot.user}]
+    async with http.get(f"{control}/users") as response:
+        assert await response.json() == [botapi.users[USER]]
+    botapi_bot.commands[('{"type": "default"}', "")] = [{"command": "demo", "description": "Cards"}]
+    botapi_bot.commands[('{"type": "all_private_chats"}', "de")] = [{"command": "demo", "description": "Karten"}]
+    async with http.get(f"{bot}/menu/{USER}") as response:
+        assert await response.json() == [{"command": "demo", "description": "Karten"}]
+    async with http.get(f"{bot}/menu/7") as response:  # no language: the default list
+        assert await response.json() == [{"command": "demo", "description": "Cards"}]
+
+    async with http.get(f"{bot}/chats/{USER}/events") as events:
+        assert events.content_type == "text/event-stream"
+        first = json.loads((await events.content.readuntil(b"\n\n")).removeprefix(b"data: "))
+        assert first["messages"] == [] and first["menu"][0]["description"] == "Karten"
+        sent = botapi_bot.inject_photo(USER, png_bytes(), caption="/demoedit")
+        second = json.loads((await asyncio.wait_for(events.content.readuntil(b"\n\n"), 5)).removeprefix(b"data: "))
+        assert second["messages"] == [sent]
+    async with http.get(f"{bot}/files/{sent['photo'][-1]['file_id']}") as response:
+        assert response.content_type == "image/jpeg"
+    document = botapi_bot.inject_document(USER, png_bytes(), "cat.png")["document"]
+    async with http.get(f"{bot}/files/{document['file_id']}", params={"download": "1"}) as response:
+        assert response.content_type == "image/png"
+        assert response.headers["Content-Disposition"] == 'attachment; filename="cat.png"'
+    async with http.get(f"{botapi.url}/") as response:
+        assert response.status == 200 and "/web/chat.js" in await response.text()
+    async with http.get(f"{botapi.url}/web/chat.js") as response:
+        assert response.status == 200
+
+
+def png_bytes() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (40, 30), "blue").save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_main_refuses_to_listen_beyond_loopback(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        emulator_main(["--host", "0.0.0.0", "--port", "0"])
+    assert exit_info.value.code == 2
+    assert "--host 0.0.0.0 is not a loopback address" in capsys.readouterr().err

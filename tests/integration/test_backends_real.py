@@ -10,7 +10,7 @@ from comfyui_courier import i18n
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.store import backends, commands
 from comfyui_courier.tests.support.courier import replies_to, running_courier
-from comfyui_courier.tests.support.graphs import slow_demo
+from comfyui_courier.tests.support.graphs import cpu_bound
 from comfyui_courier.tests.support.polling import job_rows, until
 
 USER, OTHER = 111, 222
@@ -51,7 +51,7 @@ async def running_on(courier, url: str, command_user: int):
 async def test_a_backend_killed_under_a_job_hands_it_to_the_other(courier, two_comfyuis, botapi_bot):
     first, second = two_comfyuis
     pool = courier.store.pool
-    await commands.put_command(pool, "slow", workflow=slow_demo())
+    await commands.put_command(pool, "slow", workflow=cpu_bound(1536, 31))
     rows = {row.url: row for row in await backends.list_backends(pool)}
     await backends.set_backend(pool, rows[second.url].id, draining=True)  # so the job starts on the first
     request = botapi_bot.inject_text(USER, "/slow a lighthouse")
@@ -80,8 +80,8 @@ async def test_a_job_naming_a_model_waits_for_the_backend_that_has_it(courier, t
     assert MODEL in await _models(pool, first.url) and MODEL not in (await backends.list_backends(
         pool, [second.url]))[0].models
     loader = {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": MODEL}}  # not wired: never runs
-    await commands.put_command(pool, "slow", workflow=slow_demo(size=1024))
-    await commands.put_command(pool, "withmodel", workflow={**slow_demo(size=256, radius=1), "9": loader})
+    await commands.put_command(pool, "slow", workflow=cpu_bound(1024, 31))
+    await commands.put_command(pool, "withmodel", workflow={**cpu_bound(256, 1), "9": loader})
     rows = {row.url: row for row in await backends.list_backends(pool)}
     await backends.set_backend(pool, rows[second.url].id, draining=True)  # so the slow job holds the first
     busy = botapi_bot.inject_text(USER, "/slow a lighthouse")

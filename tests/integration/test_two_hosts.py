@@ -11,7 +11,7 @@ import pytest
 from comfyui_courier.store import backends, commands
 from comfyui_courier.store.pool import create_pool
 from comfyui_courier.tests.support.courier import replies_to
-from comfyui_courier.tests.support.graphs import slow_demo
+from comfyui_courier.tests.support.graphs import cpu_bound
 from comfyui_courier.tests.support.polling import job_rows, until
 
 USERS = (111, 222, 333)
@@ -51,7 +51,7 @@ async def test_two_hosts_claim_each_job_once_and_a_killed_hosts_job_finishes_on_
     first, second, pool = hosts
     health = (await asyncio.to_thread(second.get_json, "/courier/health"))["components"]
     assert (health["bot"]["state"], health["bot"]["mode"]) == ("ok", "send-only"), health
-    await commands.put_command(pool, "slow", workflow=slow_demo(size=1024, radius=15))
+    await commands.put_command(pool, "slow", workflow=cpu_bound(1024, 15))
     requests = [botapi_bot.inject_text(user, f"/slow job {n}") for n in range(2) for user in USERS]
     for request in requests:
         await botapi_bot.wait_for_call("sendDocument", timeout=120, where=replies_to(request))
@@ -63,7 +63,7 @@ async def test_two_hosts_claim_each_job_once_and_a_killed_hosts_job_finishes_on_
 
     rows = {row.url: row for row in await backends.list_backends(pool)}
     await backends.set_backend(pool, rows[first.url].id, draining=True)  # so the next job goes to the second
-    await commands.put_command(pool, "slow", workflow=slow_demo())
+    await commands.put_command(pool, "slow", workflow=cpu_bound(1536, 31))
     doomed = botapi_bot.inject_text(USERS[0], "/slow on the second host")
     job = await until(lambda: _running_on_host(pool, second), 60, "the job running on the second host")
     await until(lambda: asyncio.to_thread(lambda: second.get_json("/queue")["queue_running"]), 30,

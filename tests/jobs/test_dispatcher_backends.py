@@ -94,7 +94,7 @@ async def test_admins_drain_and_undrain_a_backend_by_command(courier, fakes, bot
     botapi_bot.inject_text(ADMIN, "/backends")
     listing = await botapi_bot.wait_for_call("sendMessage", timeout=10, where=lambda c: first.url in c.params["text"])
     assert i18n.text("en", "backends_line", id=row.id, url=first.url, state=i18n.text("en", "backend_ready"),
-                     running=0, capacity=1) in listing.params["text"]
+                     running=0, capacity=row.capacity) in listing.params["text"]
     assert i18n.text("en", "backend_down") in listing.params["text"]  # the dead one
 
     botapi_bot.inject_text(ADMIN, f"/backends drain {row.id}")

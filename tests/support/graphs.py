@@ -15,15 +15,17 @@ FLUX = {  # the graph behind the recorded transcript's missing_model_prompt: FLU
 }
 
 
-def slow_demo(size: int = 1536, radius: int = 31) -> dict:
-    """The /demo command's graph made CPU-bound and weight-free: a ``size``² text card sharpened with
-    a (2·radius+1)² kernel (1536/31: some seconds on two CPU cores; 1024/31 about 1.5 s)."""
+def cpu_bound(size: int, radius: int) -> dict:
+    """A weight-free command workflow whose run is CPU-bound: ``ImageSharpen`` of a size x size card,
+    its time growing with both, scaled down to 256 px so saving and sending it stay cheap."""
     return {
-        "1": {"class_type": "CourierTelegramInput",
-              "inputs": {"command": "slow", "prompt": "slow", "seed": 0, "width": size, "height": size,
-                         "image": "", "chat_id": "", "user_id": ""}},
-        "2": {"class_type": "ImageSharpen",
-              "inputs": {"image": ["1", 1], "sharpen_radius": radius, "sigma": 3.0, "alpha": 1.0}},
-        "3": {"class_type": "CourierTelegramOutput",
-              "inputs": {"images": ["2", 0], "filename_prefix": "courier/slow", "keep_metadata": False}},
+        "1": {"class_type": "CourierTelegramInput", "inputs": {
+            "command": "busy", "prompt": "", "seed": 0, "width": size, "height": size, "image": "",
+            "chat_id": "", "user_id": ""}},
+        "2": {"class_type": "ImageSharpen", "inputs": {"image": ["1", 1], "sharpen_radius": radius, "sigma": 1.0,
+                                                       "alpha": 1.0}},
+        "3": {"class_type": "ImageScale", "inputs": {"image": ["2", 0], "upscale_method": "bilinear", "width": 256,
+                                                     "height": 256, "crop": "disabled"}},
+        "4": {"class_type": "CourierTelegramOutput", "inputs": {"images": ["3", 0], "filename_prefix": "courier/busy",
+                                                                "keep_metadata": False}},
     }

@@ -1,0 +1,284 @@
+"""``python <pack> try``: the whole chain on one machine, used in a browser.
+
+Starts the Bot API emulator in this process with one bot and its web chat, then
+this ComfyUI (``main.py`` of the folder the pack is installed in) with the bot
+pointed at the emulator and Courier's state in a throwaway directory, waits until
+``/courier/health`` is ok and prints one line: the chat's URL. Ctrl-C or SIGTERM
+stops ComfyUI (which stops its embedded PostgreSQL and anon), waits until they are
+gone, stops the emulator and removes the throwaway data.
+
+With ``--anyone`` a private Anyone network runs here too (the tests' one), ComfyUI
+is published on it as a hidden service with client authorization, and the bot
+reaches ComfyUI only at that ``.anon`` address. Courier's settings are the
+defaults whatever the environment or ``courier.toml`` say, so a real bot's token or
+database is never touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import getpass
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import aiohttp
+
+from .config import Secret, Settings
+
+PACK_DIR = Path(__file__).absolute().parent
+BOT_TOKEN = "1000000001:courier-try-local-bot"
+"""Fixed, so a ``--keep`` database keeps knowing the bot; it only ever exists on this emulator."""
+READY_TIMEOUT_S = 600.0
+STOP_TIMEOUT_S = 30.0
+POLL_S = 0.5
+
+
+class TryError(Exception):
+    """Why ``try`` cannot go on, in one line."""
+
+
+@dataclasses.dataclass
+class Options:
+    port: int
+    comfyui_port: int
+    comfyui_dir: Path
+    anyone: bool
+    keep: bool
+    comfyui_args: list[str]
+    timeout: float
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python <comfyui-courier folder> try",
+        description="Start the Bot API emulator and this ComfyUI with the bot on it; chat with it in a browser.")
+    parser.add_argument("--port", type=int, default=8081, help="the web chat's (and emulator's) port (default 8081)")
+    parser.add_argument("--comfyui-port", type=int, default=8188, help="ComfyUI's port (default 8188)")
+    parser.add_argument("--comfyui-dir", type=Path, default=PACK_DIR.parent.parent,
+                        help="the ComfyUI folder (default: the one whose custom_nodes holds this pack)")
+    parser.add_argument("--anyone", action="store_true",
+                        help="also run a private Anyone network; the bot reaches ComfyUI as its hidden service")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep Courier's state (database included) in <ComfyUI>/user/courier-try")
+    parser.add_argument("--timeout", type=float, default=READY_TIMEOUT_S,
+                        help=f"seconds to wait for /courier/health to be ok (default {READY_TIMEOUT_S:.0f})")
+    parser.add_argument("comfyui_args", nargs="*", metavar="-- ARGS",
+                        help="arguments for ComfyUI's main.py after -- (default: --listen 127.0.0.1)")
+    args = parser.parse_args(argv)
+    logging.getLogger().setLevel(logging.WARNING)  # one line on the terminal, not the emulator's access log
+    options = Options(args.port, args.comfyui_port, args.comfyui_dir.absolute(), args.anyone, args.keep,
+                      args.comfyui_args or ["--listen", "127.0.0.1"], args.timeout)
+    try:
+        return asyncio.run(run(options))
+    except TryError as error:
+        print(f"try: {error}", file=sys.stderr, flush=True)
+        return 1
+
+
+async def run(options: Options) -> int:
+    """Brings the chain up, serves until SIGINT or SIGTERM, tears down what it started."""
+    if not (options.comfyui_dir / "main.py").is_file():
+        raise TryError(f"no ComfyUI in {options.comfyui_dir} (no main.py there); name its folder with --comfyui-dir")
+    for port, option in ((options.port, "--port"), (options.comfyui_port, "--comfyui-port")):
+        check_port_free(port, option)
+    anon = find_anon_binary(options.comfyui_dir) if options.anyone else None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    scratch = Path(tempfile.mkdtemp(prefix="courier-try-"))
+    data_dir = options.comfyui_dir / "user" / "courier-try" if options.keep else scratch / "courier"
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(remove_data, scratch, None if options.keep else data_dir)
+        emulator = await start_emulator(options.port)
+        stack.push_async_callback(emulator.stop)
+        env = courier_environment(emulator.url, data_dir)
+        if anon is not None:
+            network = await start_private_network(anon, scratch / "privnet")
+            stack.push_async_callback(network.stop)
+            env.update(await publish_hidden_service(network, anon, data_dir))
+        log_path = (data_dir if options.keep else scratch) / "comfyui.log"
+        comfyui = start_comfyui(options, env, log_path)
+        stack.push_async_callback(stop_comfyui, comfyui, data_dir)
+        waiting = asyncio.ensure_future(wait_healthy(comfyui, log_path, options, anyone=anon is not None))
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait((waiting, stopping), return_when=asyncio.FIRST_COMPLETED)
+        if waiting.done():  # else stopped while ComfyUI was starting
+            print(ready_line(options.port, waiting.result()), flush=True)
+            await stopping
+        waiting.cancel()
+    return 0
+
+
+def check_port_free(port: int, option: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp and ComfyUI bind
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            raise TryError(f"port {port} is in use; choose another with {option}") from None
+
+
+def find_anon_binary(comfyui_dir: Path) -> Path:
+    from .anyone.install import find_anon
+
+    candidates = [find_anon(os.environ.get("COURIER_ANON_BINARY", ""), comfyui_dir / "user" / "courier"),
+                  Path.home() / ".comfyui-courier" / "bin" / "anon"]
+    for anon in candidates:
+        if anon is not None and anon.is_file():
+            return anon
+    raise TryError("--anyone needs the anon binary, which is not installed: run "
+                   "`python custom_nodes/<this pack> install-anon` (or set COURIER_ANON_BINARY)")
+
+
+async def start_emulator(port: int):
+    from .emulator.botapi import BotApiEmulator
+
+    emulator = BotApiEmulator("127.0.0.1", port)
+    try:
+        await emulator.start()
+    except OSError as error:
+        raise TryError(f"the web chat cannot listen on port {port}: {error.strerror}; "
+                       "choose another with --port") from None
+    emulator.add_bot(BOT_TOKEN, username="courier_try_bot", first_name="Courier")
+    return emulator
+
+
+def courier_environment(api_url: str, data_dir: Path) -> dict[str, str]:
+    """ComfyUI's environment: every Courier setting at its default, but the bot's token, API and data."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("COURIER_", "TELEGRAM_"))}
+    for field in dataclasses.fields(Settings):
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        if isinstance(default, bool):
+            env[field.metadata["env"]] = "1" if default else "0"
+        elif isinstance(default, (Secret, list)):
+            env[field.metadata["env"]] = ""  # courier.toml cannot fill it in either
+        else:
+            env[field.metadata["env"]] = str(default)
+    env.update(TELEGRAM_BOT_TOKEN=BOT_TOKEN, COURIER_TELEGRAM_API_URL=api_url, COURIER_DATA_DIR=str(data_dir),
+               COURIER_PROGRESS_INTERVAL_S="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+async def start_private_network(anon: Path, workdir: Path):
+    from .anyone.errors import PrivateNetworkError
+    from .anyone.privnet import PrivateNetwork
+
+    network = PrivateNetwork(anon, workdir)
+    try:
+        await network.start()
+    except PrivateNetworkError as error:
+        raise TryError(f"the private Anyone network did not come up: {str(error).splitlines()[0]}") from None
+    return network
+
+
+async def publish_hidden_service(network, anon: Path, data_dir: Path) -> dict[str, str]:
+    """Keys and the ``bot-host`` client made ahead, so the bot's backend can be the ``.anon`` address."""
+    from .anyone.hidden_service import HiddenService
+
+    network.write_test_network(data_dir)
+    service = HiddenService(data_dir / "anyone", client_auth=True)
+    await service.provision(anon, data_dir / "anyone" / "client_auth")
+    return {"COURIER_ANYONE": "1", "COURIER_ANYONE_AGREE_TO_TERMS": "1", "COURIER_ANON_BINARY": str(anon),
+            "COURIER_BACKENDS": f"http://{service.address}"}
+
+
+def start_comfyui(options: Options, env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, str(options.comfyui_dir / "main.py"), "--port", str(options.comfyui_port),
+               *options.comfyui_args]
+    with open(log_path, "ab") as log:
+        # its own process group: a terminal's Ctrl-C reaches us, and we stop ComfyUI in order
+        return subprocess.Popen(command, cwd=options.comfyui_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+async def wait_healthy(comfyui: subprocess.Popen, log_path: Path, options: Options, *, anyone: bool) -> dict:
+    """Until the bot, the dispatcher (and Anyone) are ok: their health; ComfyUI's exit or the timeout is a TryError."""
+    url = f"http://127.0.0.1:{options.comfyui_port}/courier/health"
+    wanted = ("database", "bot", "dispatcher", *(("anyone",) if anyone else ()))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + options.timeout
+    components: dict = {}
+    async with aiohttp.ClientSession(trust_env=False) as http:
+        while True:
+            if comfyui.poll() is not None:
+                kept = f"its log: {log_path}" if options.keep else "--keep keeps its log"
+                raise TryError(f"ComfyUI exited with code {comfyui.returncode} before it was ready: "
+                               f"{last_line(log_path)} ({kept})")
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+                async with http.get(url, timeout=aiohttp.ClientTimeout(total=5)) as reply:
+                    if reply.status == 404:  # ComfyUI serves once every custom node has loaded
+                        raise TryError(f"ComfyUI in {options.comfyui_dir} runs without this pack "
+                                       "(no /courier/health); is the pack in its custom_nodes?")
+                    components = (await reply.json()).get("components", {}) if reply.status == 200 else components
+            if all(components.get(name, {}).get("state") == "ok" for name in wanted):
+                return components
+            if components.get("database", {}).get("state") == "error":
+                raise TryError(f"Courier's database did not start: {components['database'].get('reason')}")
+            if loop.time() > deadline:
+                waiting = "; ".join(f"{name}: {components.get(name, {}).get('state', 'no answer')} "
+                                    f"({components.get(name, {}).get('reason', '')})" for name in wanted
+                                    if components.get(name, {}).get("state") != "ok")
+                raise TryError(f"ComfyUI was not ready within {options.timeout:.0f} s: {waiting or 'no answer'}")
+            await asyncio.sleep(POLL_S)
+
+
+def last_line(log_path: Path) -> str:
+    """The log's last line that says something (a traceback ends with the error)."""
+    try:
+        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "it wrote no log"
+    return lines[-1] if lines else "it wrote nothing"
+
+
+def ready_line(port: int, health: dict) -> str:
+    """The chat's URL (and the hidden service's); over SSH, also how to open the chat from the local machine."""
+    url = f"http://127.0.0.1:{port}/"
+    line = f"Courier is ready: chat with the bot at {url} (Ctrl-C stops everything)"
+    if onion := health.get("anyone", {}).get("onion_address"):
+        line += f"; the bot reaches ComfyUI as http://{onion}"
+    if ssh := os.environ.get("SSH_CONNECTION", "").split():
+        host = ssh[2] if len(ssh) >= 3 else "<this machine>"
+        line += f"; from your computer: ssh -N -L {port}:127.0.0.1:{port} {getpass.getuser()}@{host}, then open {url}"
+    return line
+
+
+async def stop_comfyui(comfyui: subprocess.Popen, data_dir: Path) -> None:
+    """Ctrl-C to ComfyUI's group, SIGKILL after STOP_TIMEOUT_S; then until its PostgreSQL has stopped."""
+    from .store.pgwatch import postmaster
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(comfyui.pid, signal.SIGINT)
+    try:
+        await asyncio.to_thread(comfyui.wait, STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(comfyui.pid, signal.SIGKILL)  # and whatever it left in its group
+    await asyncio.to_thread(comfyui.wait)
+    pgdata = (data_dir / "postgres").resolve()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STOP_TIMEOUT_S
+    while postmaster(pgdata) is not None and loop.time() < deadline:  # its watcher stops it (store/pgwatch.py)
+        await asyncio.sleep(POLL_S)
+
+
+def remove_data(scratch: Path, data_dir: Path | None) -> None:
+    """The throwaway directory and, unless kept, the database the embedded PostgreSQL linked from it."""
+    from .store.embedded import remove_cluster
+
+    if data_dir is not None:
+        remove_cluster(data_dir / "postgres")
+    shutil.rmtree(scratch, ignore_errors=True)
