@@ -2,9 +2,9 @@
 
 Every backend has one worker task that claims jobs (fair across users, SKIP LOCKED)
 while the backend has a free slot, and runs each in a task of its own: run, deliver,
-record. A backend has ``pipeline_depth`` slots, counting the running prompt, so the
-next job's upload and ``POST /prompt`` happen while the current one runs and ComfyUI
-starts it from its own queue. A job that must have its backend alone (a ``/bench``
+record. A backend has ``capacity`` slots (backends table; the ``pipeline_depth`` of the host
+that registered it first), counting the running prompt, so the next job's upload and
+``POST /prompt`` happen while the current one runs and ComfyUI starts it from its own queue. A job that must have its backend alone (a ``/bench``
 session) waits for the others to end and holds every slot. Workers sleep on a NOTIFY
 from enqueue, with a slow poll as a safety net. A claimed job holds a lease that the
 worker extends while it runs; if this process dies (ComfyUI skips cleanup on SIGTERM)
@@ -123,12 +123,13 @@ class Dispatcher:
             self.health.set("dispatcher", "error", "no ComfyUI backend configured")
             return
         self._listener = await self.store.listen_jobs(self._wakeup.set)
-        await backends.register_backends(self.store.pool, [client.base_url for client in self.clients],
-                                         capacity=self.settings.pipeline_depth)
+        rows = await backends.register_backends(self.store.pool, [client.base_url for client in self.clients],
+                                                capacity=self.settings.pipeline_depth)
         await self.health_checks.check_all()  # a dead backend claims nothing, from the first claim on
         self._tasks.append(asyncio.create_task(self._watch_backends(), name="courier-backend-health"))
-        for index, client in enumerate(self.clients):
-            self._tasks.append(asyncio.create_task(self._worker(client), name=f"courier-worker-{index}"))
+        for index, (client, row) in enumerate(zip(self.clients, rows, strict=True)):
+            self._tasks.append(asyncio.create_task(self._worker(client, row.capacity),
+                                                   name=f"courier-worker-{index}"))
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="courier-housekeeping"))
         self.health.set("dispatcher", "ok", f"{len(self.clients)} backend(s)")
 
@@ -162,8 +163,8 @@ class Dispatcher:
             except Exception:
                 log.exception("checking the backends failed")
 
-    async def _worker(self, client: ComfyClient) -> None:
-        slots = Slots(self.settings.pipeline_depth)
+    async def _worker(self, client: ComfyClient, depth: int) -> None:
+        slots = Slots(depth)
         tasks: set[asyncio.Task] = set()
         try:
             while True:

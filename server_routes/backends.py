@@ -53,7 +53,7 @@ async def backends(request: web.Request) -> web.Response:
 @endpoint(ADMIN)
 async def change_backend(request: web.Request) -> web.Response:
     """Drain (``{"draining": true}``: it finishes what it runs, takes nothing new), undrain, or set
-    ``capacity`` (jobs it runs at once over all hosts)."""
+    ``capacity`` (prompts each host keeps on it at once; dispatchers read it when they start)."""
     body = check_body(await read_json(request), PATCH_BODY)
     if not body:
         raise ApiError(400, "bad_body", "send 'draining' or 'capacity'")

@@ -85,9 +85,7 @@ async def claim(db: Db, worker: str, lease_s: float, *, backend: str | None = No
     On ``backend`` (a registered URL), only while it takes jobs and only jobs it has the models
     for (see ``claim_job``); without one, any job.
     """
-    async with acquire(db) as conn, conn.transaction():
-        if backend is not None:
-            await conn.execute(query("lock_backend_claims"), backend)
+    async with acquire(db) as conn:
         row = await conn.fetchrow(query("claim_job"), worker, float(lease_s), backend)
     return _job(row)
 

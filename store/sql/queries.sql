@@ -96,15 +96,10 @@ SELECT pg_notify('courier_jobs', $1);
 -- queue_position --
 SELECT position FROM courier_queue WHERE job_id = $1;
 
--- lock_backend_claims --
--- Serializes the claims for backend $1 (over all hosts) until the transaction ends, so the next
--- claim_job counts the running jobs of the one before.
-SELECT pg_advisory_xact_lock(hashtext('courier_backend:' || $1));
-
 -- claim_job --
 -- Gives the next job to worker $1 for $2 seconds, on backend $3: the oldest queued job of the
 -- user served least recently (never served first). Rows locked by a concurrent claim are skipped.
--- Nothing while the backend is unhealthy, draining or running `capacity` jobs. A job naming a
+-- Nothing while the backend is unhealthy or draining. A job naming a
 -- model file that another backend taking jobs has and $3 lacks is left for that one (a backend
 -- counts while some host checks it: every few seconds, so within the last minute). $3 NULL:
 -- any job, no backend rules.
@@ -112,7 +107,6 @@ WITH backend AS (
     SELECT b.models
     FROM courier_backends b
     WHERE b.url = $3 AND b.healthy AND NOT b.draining
-        AND b.capacity > (SELECT count(*) FROM courier_jobs r WHERE r.status = 'running' AND r.backend = $3)
     UNION ALL
     SELECT NULL WHERE $3::text IS NULL
 ), next AS (

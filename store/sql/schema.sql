@@ -91,7 +91,7 @@ CREATE TABLE courier_backends (
     created_at timestamptz NOT NULL DEFAULT now(),
     last_seen_at timestamptz,  -- its last good health check
     last_error text,
-    capacity integer NOT NULL DEFAULT 1 CHECK (capacity >= 1),  -- jobs running on it at once, all hosts
+    capacity integer NOT NULL DEFAULT 1 CHECK (capacity >= 1),  -- prompts a host keeps on it at once
     healthy boolean NOT NULL DEFAULT true,  -- answered its last check; claims stop while false
     draining boolean NOT NULL DEFAULT false,  -- finishes what it runs, takes nothing new
     -- model file names its /object_info lists (e.g. "sd_xl_base_1.0.safetensors")

@@ -1,10 +1,7 @@
-"""The claim reads the backends table: health, drain, capacity over all claimers, and model lists."""
-
-import asyncio
+"""The claim reads the backends table: health, drain and model lists."""
 
 import pytest
 from comfyui_courier.store import backends, jobs
-from comfyui_courier.store.pool import connect
 
 A, B = 101, 202
 SDXL, FLUX = "sd_xl_base_1.0.safetensors", "flux1-schnell.safetensors"
@@ -46,7 +43,6 @@ async def test_an_unhealthy_or_draining_or_unknown_backend_claims_nothing(store,
 
 async def test_a_draining_backend_keeps_its_running_job(store, two):
     gpu, _ = two
-    await backends.set_backend(store.pool, gpu.id, capacity=2)  # room for the next job, but for the drain
     await enqueue(store)
     running = await jobs.claim(store.pool, "w", 60, backend=GPU)
     await enqueue(store, B)
@@ -56,36 +52,6 @@ async def test_a_draining_backend_keeps_its_running_job(store, two):
     assert await jobs.succeed(store.pool, running.id, {}, worker="w")
     (listed,) = await backends.list_backends(store.pool, [GPU])
     assert (listed.draining, listed.running) == (True, 0)
-
-
-async def test_capacity_caps_the_running_jobs_of_a_backend(store, two):
-    gpu, _ = two
-    ids = [await enqueue(store, user) for user in (A, B, A)]
-    first = await jobs.claim(store.pool, "w1", 60, backend=GPU)
-    assert await jobs.claim(store.pool, "w2", 60, backend=GPU) is None  # capacity 1
-    await backends.set_backend(store.pool, gpu.id, capacity=2)
-    second = await jobs.claim(store.pool, "w2", 60, backend=GPU)
-    assert await jobs.claim(store.pool, "w3", 60, backend=GPU) is None
-    assert (await jobs.claim(store.pool, "w3", 60, backend=CPU)).id == ids[2]  # another backend is not capped
-    assert {first.id, second.id} == set(ids[:2])
-    (listed,) = await backends.list_backends(store.pool, [GPU])
-    assert listed.running == 2
-
-
-@pytest.mark.timeout(60)
-async def test_claimers_racing_on_one_backend_never_pass_its_capacity(store, pg_database, two):
-    gpu, _ = two
-    await backends.set_backend(store.pool, gpu.id, capacity=3)
-    for n in range(20):
-        await enqueue(store, user_id=1000 + n)
-    connections = [await connect(pg_database) for _ in range(8)]
-    try:
-        claimed = await asyncio.gather(*(jobs.claim(conn, f"w{i}", 60, backend=GPU)
-                                         for i, conn in enumerate(connections)))
-    finally:
-        for conn in connections:
-            await conn.close()
-    assert sum(job is not None for job in claimed) == 3
 
 
 async def test_a_job_naming_a_model_waits_for_a_backend_that_has_it(store, two):
@@ -102,5 +68,4 @@ async def test_a_model_that_no_backend_taking_jobs_has_does_not_hold_the_job(sto
     assert (await jobs.claim(store.pool, "cpu", 60, backend=CPU)).id == nobody_has
     sdxl_job = await enqueue(store, B, model=SDXL)
     await backends.set_backend(store.pool, gpu.id, draining=True)  # the only one with SDXL takes nothing
-    await backends.set_backend(store.pool, (await backends.list_backends(store.pool, [CPU]))[0].id, capacity=2)
     assert (await jobs.claim(store.pool, "cpu", 60, backend=CPU)).id == sdxl_job

@@ -1,6 +1,6 @@
--- The backends table becomes the dispatcher's source of truth: how many jobs a backend runs at
--- once (over all hosts), whether it answered its last health check, whether it takes new jobs,
--- and the model files it has. The unused name and enabled columns go.
+-- The backends table becomes the dispatcher's source of truth: how many prompts a host keeps on
+-- a backend at once, whether it answered its last health check, whether it takes new jobs, and
+-- the model files it has. The unused name and enabled columns go.
 ALTER TABLE courier_backends
     DROP COLUMN name,
     DROP COLUMN enabled,
