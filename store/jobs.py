@@ -80,7 +80,11 @@ async def queue_position(db: Db, job_id: int) -> int | None:
 
 
 async def claim(db: Db, worker: str, lease_s: float, *, backend: str | None = None) -> Job | None:
-    """Take the next job in fair order, leased to ``worker`` for ``lease_s`` seconds; None if none."""
+    """Take the next job in fair order, leased to ``worker`` for ``lease_s`` seconds; None if none.
+
+    On ``backend`` (a registered URL), only while it takes jobs and only jobs it has the models
+    for (see ``claim_job``); without one, any job.
+    """
     async with acquire(db) as conn:
         row = await conn.fetchrow(query("claim_job"), worker, float(lease_s), backend)
     return _job(row)
@@ -118,14 +122,14 @@ async def fail(db: Db, job_id: int, error: str, *, worker: str | None = None) ->
     return done is not None
 
 
-async def release(db: Db, job_id: int, worker: str, reason: str) -> bool:
-    """Put ``worker``'s running job back in the queue, e.g. when its backend is down.
+async def release(db: Db, job_id: int, worker: str, reason: str, *, count_attempt: bool = False) -> bool:
+    """Put ``worker``'s running job back in the queue (``reason`` is kept in ``error``).
 
-    The attempt does not count; ``reason`` is kept in ``error``. False if it was not running for
-    ``worker``.
+    The attempt counts only with ``count_attempt`` (its backend died under it), not when this
+    dispatcher merely stops. False if it was not running for ``worker``.
     """
     async with acquire(db) as conn, conn.transaction():
-        released = await conn.fetchval(query("release_job"), job_id, worker, reason) is not None
+        released = await conn.fetchval(query("release_job"), job_id, worker, reason, count_attempt) is not None
         if released:
             await conn.execute(query("notify_jobs"), str(job_id))
     return released

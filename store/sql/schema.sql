@@ -59,6 +59,7 @@ CREATE TABLE courier_jobs (
 CREATE INDEX courier_jobs_queued_idx ON courier_jobs (user_id, id) WHERE status = 'queued';
 CREATE INDEX courier_jobs_running_idx ON courier_jobs (lease_until) WHERE status = 'running';
 CREATE INDEX courier_jobs_user_idx ON courier_jobs (user_id, id);
+CREATE INDEX courier_jobs_backend_idx ON courier_jobs (backend) WHERE status = 'running';
 
 -- Queued jobs and their place in the claim order (1 = claimed next): users take turns, least
 -- recently served first, each turn taking the user's oldest job. Job k of a user waits for up to
@@ -95,12 +96,16 @@ CREATE TABLE courier_commands (
 
 CREATE TABLE courier_backends (
     id bigserial PRIMARY KEY,
-    url text NOT NULL UNIQUE,
-    name text NOT NULL DEFAULT '',
-    enabled boolean NOT NULL DEFAULT true,
+    url text NOT NULL UNIQUE,  -- as in COURIER_BACKENDS; the dispatcher of each host registers its own
     created_at timestamptz NOT NULL DEFAULT now(),
-    last_seen_at timestamptz,
-    last_error text
+    last_seen_at timestamptz,  -- its last good health check
+    last_error text,
+    capacity integer NOT NULL DEFAULT 1 CHECK (capacity >= 1),  -- prompts a host keeps on it at once
+    healthy boolean NOT NULL DEFAULT true,  -- answered its last check; claims stop while false
+    draining boolean NOT NULL DEFAULT false,  -- finishes what it runs, takes nothing new
+    -- model file names its /object_info lists (e.g. "sd_xl_base_1.0.safetensors")
+    models jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(models) = 'array'),
+    checked_at timestamptz
 );
 
 CREATE TABLE courier_benchmark_runs (
