@@ -6,6 +6,7 @@ import copy
 
 INPUT_NODE = "CourierTelegramInput"
 OUTPUT_NODE = "CourierTelegramOutput"
+JOB_INPUT = "bot_job"  # Telegram Output's input that the bot sets for each job
 
 
 class WorkflowError(ValueError):
@@ -38,9 +39,16 @@ def requires_image(workflow: dict) -> bool:
 
 
 def fill_job(workflow: dict, *, prompt: str, seed: int, image: str = "",
-             chat_id: int | str = "", user_id: int | str = "") -> dict:
-    """A copy of the workflow with the job's values set on the Telegram Input node."""
+             chat_id: int | str = "", user_id: int | str = "", job: str = "") -> dict:
+    """A copy of the workflow with the job's values set on the Telegram Input node.
+
+    ``job`` (the job's prompt id) goes to every Telegram Output: a new value for each job, so
+    ComfyUI's cache never answers the node in place of running it, and the node hands its files
+    to the bot that asked (``nodes/telegram_output.py``).
+    """
     filled = copy.deepcopy(workflow)
     inputs = filled[input_node(filled)].setdefault("inputs", {})
     inputs.update(prompt=prompt, seed=seed, image=image, chat_id=str(chat_id), user_id=str(user_id))
+    for node_id in nodes_of(filled, OUTPUT_NODE):
+        filled[node_id].setdefault("inputs", {})[JOB_INPUT] = job
     return filled
