@@ -3,7 +3,8 @@
 ``Trace.install()`` wraps a few functions of the pack, each at the attribute its caller looks up
 when it runs, so nothing else changes; install it before the Courier starts (the bot's handlers
 are wired then). Benchmarks run one job at a time, so every mark belongs to the job begun last.
-``steps()`` gives each step's median time since the one before, in milliseconds.
+``steps()`` gives each step's time since the one before, in milliseconds: the median, and the
+99th percentile (where the slow jobs lose their time).
 """
 
 from __future__ import annotations
@@ -86,13 +87,14 @@ class Trace:
 
         setattr(owner, name, traced)
 
-    def steps(self, path: str = "") -> list[tuple[str, str, float]]:
-        """(step, what happened, median ms since the step before) over the jobs of ``path`` that passed
-        every step."""
+    def steps(self, path: str = "") -> list[tuple[str, str, float, float]]:
+        """(step, what happened, median ms since the step before, p99 of it) over the jobs of ``path``
+        that passed every step."""
         names = ["injected"] + [name for name, _ in STEPS]
         complete = [job for job, on in zip(self.jobs, self.paths)
                     if on == path and all(name in job for name in names)]
-        if not complete:
-            return []
-        return [(name, what, statistics.median((job[name] - job[previous]) * 1000 for job in complete))
-                for (name, what), previous in zip(STEPS, names)]
+        found = []
+        for (name, what), previous in zip(STEPS, names) if complete else ():
+            times = sorted((job[name] - job[previous]) * 1000 for job in complete)
+            found.append((name, what, statistics.median(times), times[round(0.99 * (len(times) - 1))]))
+        return found

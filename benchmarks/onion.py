@@ -260,7 +260,7 @@ async def run(args, deadline: Deadline) -> None:
                 figure("onion_demo_job_added_ms",
                        statistics.median(jobs["onion"]) - statistics.median(jobs["direct"]), "ms")
                 note("median ms per step, onion / direct (benchmarks/_trace.py):")
-                for (step, what, onion), (_, _, direct) in zip(trace.steps("onion"), trace.steps("direct")):
+                for (step, what, onion, _), (_, _, direct, _) in zip(trace.steps("onion"), trace.steps("direct")):
                     note(f"  {onion:8.2f} / {direct:8.2f}  to {step}: {what}")
                     figure(f"onion_demo_step_{step}_added_ms", onion - direct, "ms")
             else:

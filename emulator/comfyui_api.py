@@ -11,10 +11,10 @@ It really runs a few weight-free image nodes with Pillow (LoadImage, EmptyImage,
 ImageInvert, ImageBlur, ImageSharpen, ImageScale, SaveImage, PreviewImage) and
 the pack's CourierTelegramInput/Output (their schemas come from the pack's node
 classes; given a ``bot_job``, Output pushes its PNGs as binary frames, as the real
-node does for a bot in another process). Model loaders, the usual sampling nodes and every other node of the
-shipped command workflows (workflows/api/) exist but the server has no model
-files, so loaders fail validation with ``value_not_in_list`` like a bare ComfyUI
-does. Files live in memory.
+node does for a bot in another process). Model loaders, the usual sampling nodes
+and every other node of the shipped command workflows (workflows/api/) exist but
+the server has no model files, so loaders fail validation with ``value_not_in_list``
+like a bare ComfyUI does. Files live in memory.
 
 Knobs: ``steps``/``step_delay``/``progress_class`` (progress frames),
 ``previews`` (binary preview frames), ``fail_next()``, ``pause()``/``resume()``

@@ -30,7 +30,7 @@ from comfyui_courier.tests.support.requires import require_module
 
 USER = 4242
 JOB_S = 60
-comfyui_with_bot = node_tests.comfyui_with_bot  # a ComfyUI whose bot runs inside it, on this test's emulator and database
+comfyui_with_bot = node_tests.comfyui_with_bot  # a ComfyUI whose bot runs inside it (this test's emulator, database)
 output_file = node_tests.output_file
 
 
