@@ -33,6 +33,7 @@ from ..anyone.transport import make_connector
 from . import backends as backend_health
 from . import bench, prompt_job
 from .comfy_client import BackendUnavailable, ComfyClient, ComfyError, PromptLost, describe_error
+from .handoff import Handoff
 from .ports import ChatSink, StatusMessage
 from .runner import JobError, JobRun, Runner
 from ..logs import get_logger
@@ -112,6 +113,7 @@ class Dispatcher:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.clients = [ComfyClient(url, connector_factory=_connector_factory(url, settings, anyone))
                         for url in backend_urls]
+        self.handoff = Handoff()  # Telegram Output in this ComfyUI gives our jobs their files here
         self._wakeup = asyncio.Event()
         self.health_checks = backend_health.HealthChecks(store.pool, self.clients, self._wakeup.set)
         self._tasks: list[asyncio.Task] = []
@@ -245,7 +247,7 @@ class Dispatcher:
             await progress.update(say("running", name=job.command))
             runner = RUNNERS[kind(job)]
             run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say,
-                         left_backend=hold.release)
+                         self.handoff, left_backend=hold.release)
             result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
         except asyncio.CancelledError:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled

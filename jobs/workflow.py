@@ -6,6 +6,7 @@ import copy
 
 INPUT_NODE = "CourierTelegramInput"
 OUTPUT_NODE = "CourierTelegramOutput"
+JOB_INPUT = "bot_job"  # Telegram Output's input that the bot sets for each job
 
 
 class WorkflowError(ValueError):
@@ -46,13 +47,19 @@ def requires_image(workflow: dict) -> bool:
 
 
 def fill_job(workflow: dict, *, prompt: str, seed: int, image: str = "",
-             chat_id: int | str = "", user_id: int | str = "", options: dict | None = None) -> dict:
+             chat_id: int | str = "", user_id: int | str = "", options: dict | None = None,
+             job: str = "") -> dict:
     """A copy of the workflow with the job's values set on the Telegram Input node.
 
     ``options`` are the Input values the user's options set (width, height, steps, negative, batch).
+    ``job`` (the job's prompt id) goes to every Telegram Output: a new value for each job, so
+    ComfyUI's cache never answers the node in place of running it, and the node hands its files
+    to the bot that asked (``nodes/telegram_output.py``).
     """
     filled = copy.deepcopy(workflow)
     inputs = filled[input_node(filled)].setdefault("inputs", {})
     inputs.update(options or {})
     inputs.update(prompt=prompt, seed=seed, image=image, chat_id=str(chat_id), user_id=str(user_id))
+    for node_id in nodes_of(filled, OUTPUT_NODE):
+        filled[node_id].setdefault("inputs", {})[JOB_INPUT] = job
     return filled

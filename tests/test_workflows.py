@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from comfyui_courier.jobs.options import command_options, declared
 from comfyui_courier.jobs.seed import shipped_workflow
-from comfyui_courier.jobs.workflow import fill_job, requires_image
+from comfyui_courier.jobs.workflow import JOB_INPUT, OUTPUT_NODE, fill_job, nodes_of, requires_image
 from comfyui_courier.nodes.telegram_input import TelegramInput
 from comfyui_courier.nodes.telegram_output import TelegramOutput
 
@@ -315,7 +315,8 @@ def test_manifest_models_match_the_loaders(name):
 ODD = st.sampled_from(["\x00", "\ud800", "\u200b", "\U0001f600", "é", "\n", '"', "\\"])
 ODD_TEXT = st.text() | st.lists(ODD | st.text(max_size=4), max_size=12).map("".join)
 JOB_VALUES = st.fixed_dictionaries({"prompt": ODD_TEXT, "seed": st.integers(), "image": ODD_TEXT,
-                                    "chat_id": st.integers() | ODD_TEXT, "user_id": st.integers() | ODD_TEXT})
+                                    "chat_id": st.integers() | ODD_TEXT, "user_id": st.integers() | ODD_TEXT,
+                                    "job": ODD_TEXT})
 
 
 @commands
@@ -327,14 +328,19 @@ def test_filling_a_job_sets_exactly_the_inputs_values(name, values):
     filled = fill_job(workflow, **values)
     assert json.dumps(workflow) == original  # filled on a copy
     assert json.loads(json.dumps(filled, allow_nan=False)) == filled  # what POST /prompt sends
-    source = input_id(workflow)
-    assert {k: v for k, v in filled.items() if k != source} == {k: v for k, v in workflow.items() if k != source}
-    assert {k: v for k, v in filled[source].items() if k != "inputs"} == \
-        {k: v for k, v in workflow[source].items() if k != "inputs"}
+    source, outputs = input_id(workflow), nodes_of(workflow, OUTPUT_NODE)
+    assert {k: v for k, v in filled.items() if k != source and k not in outputs} == \
+        {k: v for k, v in workflow.items() if k != source and k not in outputs}
+    for node in (source, *outputs):
+        assert {k: v for k, v in filled[node].items() if k != "inputs"} == \
+            {k: v for k, v in workflow[node].items() if k != "inputs"}
     assert set(filled[source]["inputs"]) == set(workflow[source]["inputs"])
+    job = values.pop("job")
     expected = {**workflow[source]["inputs"], **values, "chat_id": str(values["chat_id"]),
                 "user_id": str(values["user_id"])}
     assert filled[source]["inputs"] == expected
+    for node in outputs:  # a new value each job: ComfyUI's cache never stands in for the node
+        assert filled[node]["inputs"] == {**workflow[node]["inputs"], JOB_INPUT: job}
 
 
 @commands
