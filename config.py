@@ -114,6 +114,12 @@ class Settings:
                                  "deleted after this many days; 0 = kept until /forget", minimum=0)
     job_timeout_s: float = _field("COURIER_JOB_TIMEOUT_S", 1800.0,
                                   "A job running longer than this is failed", minimum=1.0)
+    job_lease_s: float = _field("COURIER_JOB_LEASE_S", 60.0,
+                                "Seconds a host's claim on a running job lasts unrenewed (it renews every third); "
+                                "a killed host's jobs go to another host after this", minimum=3.0)
+    receive_updates: bool = _field("COURIER_RECEIVE_UPDATES", True,
+                                   "Take Telegram updates here (polling or webhook); off = only run jobs and send "
+                                   "their results, beside a host on the same database that takes them")
     pipeline_depth: int = _field("COURIER_PIPELINE_DEPTH", 2,
                                  "Prompts kept on each backend at once, counting the running one, so the next "
                                  "job's upload and queueing overlap the current run; 1 = one at a time",

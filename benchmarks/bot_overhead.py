@@ -5,6 +5,8 @@ dispatcher, an embedded PostgreSQL and a real ComfyUI (``COMFYUI_DIR``) with
 the pack, then sends ``/demo`` N times, one after another. For each job:
 overhead = (sendDocument reaches the Bot API) − (user message injected)
 − ComfyUI's execution time (its execution_start → execution_success stamps).
+It also prints each step's median time (``bot_overhead_step_<step>_ms``, see
+``_trace.py``): where the overhead goes.
 
     COMFYUI_DIR=/path/to/ComfyUI python benchmarks/bot_overhead.py [--jobs 50]
 """
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 
 from _common import Deadline, comfyui_dir_or_exit, figure, load_pack, load_runner, note
+from _trace import Trace
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -27,8 +30,9 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
-async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline) -> list[float]:
+async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline, trace: Trace) -> list[float]:
     load_pack()
+    trace.install()
     from comfyui_courier.config import load_settings
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.runtime import Courier
@@ -53,11 +57,13 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline) -> list[
                     break
                 done_before = sum(c.method == "editMessageText" and c.params["text"].startswith("Done")
                                   for c in bot.outbox)
+                trace.begin()
                 started = time.perf_counter()
                 message = bot.inject_text(user, f"/demo benchmark {index}")
                 await bot.wait_for_call("sendDocument", timeout=120, where=lambda c, m=message: (
                     c.result.get("reply_to_message", {}).get("message_id") == m["message_id"]))
                 sent = time.perf_counter()
+                trace.mark("document")
                 await emulator.wait_for(lambda: sum(
                     c.method == "editMessageText" and c.params["text"].startswith("Done")
                     for c in bot.outbox) > done_before, timeout=60)
@@ -69,6 +75,8 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline) -> list[
                 execution_ms = result["execution_ms"]
                 if index and execution_ms is not None:
                     overheads.append((sent - started) * 1000 - execution_ms)
+                else:
+                    trace.drop()
         finally:
             await courier.stop()
             load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
@@ -86,8 +94,9 @@ def main() -> int:
     scratch = runner.scratch_directory()
     server = runner.ComfyUIProcess(comfyui_dir, scratch)
     server.start()
+    trace = Trace()
     try:
-        overheads = asyncio.run(measure(server.url, args.jobs, deadline))
+        overheads = asyncio.run(measure(server.url, args.jobs, deadline, trace))
     finally:
         server.stop()
         runner.remove_tree(scratch)
@@ -97,6 +106,10 @@ def main() -> int:
     figure("bot_overhead_median_ms", statistics.median(overheads), "ms")
     figure("bot_overhead_p99_ms", percentile(overheads, 99), "ms")
     figure("bot_overhead_jobs", len(overheads), "jobs")
+    note("median (p99) ms per step (benchmarks/_trace.py):")
+    for step, what, median, p99 in trace.steps():
+        note(f"  {median:8.2f} ({p99:8.2f})  to {step}: {what}")
+        figure(f"bot_overhead_step_{step}_ms", median, "ms")
     return 0
 
 

@@ -24,7 +24,8 @@ request. Figures, as JSON lines on stdout:
   alternate between them, one at a time, after a warm-up job each; a job's time is
   user message injected -> result document at the Bot API, minus ComfyUI's own
   execution time (its execution_start -> execution_success stamps, which do not
-  depend on the path). The figure is the median onion job minus the median direct job.
+  depend on the path). The figure is the median onion job minus the median direct job;
+  ``onion_demo_step_<step>_added_ms`` splits it by step (``_trace.py``).
 
     COMFYUI_DIR=/path/to/ComfyUI python benchmarks/onion.py [--requests 50] [--jobs 20]
 
@@ -46,6 +47,7 @@ import time
 from pathlib import Path
 
 from _common import Deadline, REPO_ROOT, figure, load_pack, load_runner, note, write_figures
+from _trace import Trace
 from aiohttp import ClientError, TraceConfig, web
 
 REACH_S = 60
@@ -135,14 +137,16 @@ async def start_bot(emulator, backend: str, data_dir: Path, anyone_env: dict):
     return courier, bot
 
 
-async def timed_job(emulator, courier, bot, text: str) -> tuple[float, float]:
+async def timed_job(emulator, courier, bot, text: str, trace: Trace, path: str) -> tuple[float, float]:
     """One /demo job: (ms from the user's message to the result document, ComfyUI's execution ms)."""
     done_before = sum(c.method == "editMessageText" and c.params["text"].startswith("Done") for c in bot.outbox)
+    trace.begin(path)
     started = time.perf_counter()
     message = bot.inject_text(USER, text)
     await bot.wait_for_call("sendDocument", timeout=JOB_S, where=lambda c: (
         c.result.get("reply_to_message", {}).get("message_id") == message["message_id"]))
     total_ms = (time.perf_counter() - started) * 1000
+    trace.mark("document")
     await emulator.wait_for(lambda: sum(c.method == "editMessageText" and c.params["text"].startswith("Done")
                                         for c in bot.outbox) > done_before, timeout=JOB_S)
     async with courier.store.pool.acquire() as conn:
@@ -159,7 +163,7 @@ def share_client_key(comfy_data_dir: Path, bot_data_dir: Path) -> None:
     write_client_credential(bot_data_dir / "anyone" / "client_auth", "comfy", line)
 
 
-async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline) -> dict[str, list[float]]:
+async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline, trace: Trace) -> dict[str, list[float]]:
     """/demo jobs on one real ComfyUI, alternating direct and onion; bot-side ms per path."""
     from comfyui_courier.emulator.botapi import BotApiEmulator
 
@@ -191,9 +195,12 @@ async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline) -> dict[str,
                     note(f"time budget reached after {index - 1} jobs per path")
                     break
                 for path, (courier, bot) in paths.items():
-                    total_ms, execution_ms = await timed_job(emulator, courier, bot, f"/demo {path} {index}")
+                    total_ms, execution_ms = await timed_job(emulator, courier, bot, f"/demo {path} {index}",
+                                                             trace, path)
                     if index:
                         times[path].append(total_ms - execution_ms)
+                    else:
+                        trace.drop()
             for courier in couriers:
                 await courier.stop()
             couriers.clear()
@@ -242,7 +249,9 @@ async def run(args, deadline: Deadline) -> None:
         if os.environ.get("COMFYUI_DIR"):
             await service.stop()
             service = None
-            jobs = await demo_jobs(net, anon, args.jobs, deadline)
+            trace = Trace()
+            trace.install()
+            jobs = await demo_jobs(net, anon, args.jobs, deadline, trace)
             if jobs["onion"] and jobs["direct"]:
                 note(f"/demo x{len(jobs['onion'])} per path, bot-side ms (job minus ComfyUI execution): "
                      f"onion median {statistics.median(jobs['onion']):.1f} (min {min(jobs['onion']):.1f}, "
@@ -250,6 +259,10 @@ async def run(args, deadline: Deadline) -> None:
                      f"(min {min(jobs['direct']):.1f}, max {max(jobs['direct']):.1f})")
                 figure("onion_demo_job_added_ms",
                        statistics.median(jobs["onion"]) - statistics.median(jobs["direct"]), "ms")
+                note("median ms per step, onion / direct (benchmarks/_trace.py):")
+                for (step, what, onion, _), (_, _, direct, _) in zip(trace.steps("onion"), trace.steps("direct")):
+                    note(f"  {onion:8.2f} / {direct:8.2f}  to {step}: {what}")
+                    figure(f"onion_demo_step_{step}_added_ms", onion - direct, "ms")
             else:
                 note("onion_demo_job_added_ms: no job completed within the budget")
         else:

@@ -1,10 +1,11 @@
 """Admin commands: ``/queue``, ``/cancel <job id>`` of anyone's job, ``/ban`` and ``/unban``,
-``/stats``, ``/bench <command> [runs]`` and ``/compare [workflow]``.
+``/stats``, ``/bench <command> [runs]``, ``/compare [workflow]`` and ``/backends``.
 
 Only the users in ``COURIER_ADMIN_USERS`` may run them; everyone else gets a refusal in their
 language, and only admins see them in their Telegram menu (``admin_menu``, published for each
 admin's chat). ``/bench`` queues a job of kind ``benchmark`` (``jobs/bench.py`` runs it on the
-backend that claims it); the others answer from PostgreSQL at once.
+backend that claims it); ``/backends`` lists the backends table and drains or undrains one; the
+others answer from PostgreSQL at once.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from ..gpu import compare_view
 from ..gpu.compare import build_table, to_text
 from ..gpu.storage import load_runs
 from ..jobs import bench as bench_job
+from ..jobs.backends import shown_url
 from ..jobs.workflow import WorkflowError
 from ..store import access as access_store
+from ..store import backends as backend_table
 from ..store import commands, jobs
 from .access import is_admin
 from .context import CourierContext
 from .parsing import parse_command
 
+BACKEND_ACTIONS = {"drain": True, "undrain": False}  # /backends <action> <id> -> draining
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
 JOB_ID = re.compile(r"^#?([0-9]{1,18})$")
 USER_REF = re.compile(r"^(?:([0-9]{1,18})|@([A-Za-z0-9_]{5,32}))$")
@@ -243,7 +247,48 @@ async def stats(update: Update, context: CourierContext) -> None:
     await update.effective_message.reply_text("\n".join(lines)[:MessageLimit.MAX_TEXT_LENGTH])
 
 
-ADMIN_HANDLERS = {"queue": queue, "ban": ban, "unban": unban, "stats": stats, "bench": bench, "compare": compare}
+async def backends(update: Update, context: CourierContext) -> None:
+    """Each backend's state; ``/backends drain <id>`` stops its claims (it finishes what it runs),
+    ``/backends undrain <id>`` resumes them."""
+    if not await _admin_only(update, context, "backends"):
+        return
+    message = update.effective_message
+    request = parse_command(message.text, context.bot.username)
+    words = (request.args if request else "").split()
+    if not words:
+        listed = await backend_table.list_backends(context.pool)
+        await message.reply_text("\n".join(backend_line(update, context, b) for b in listed)
+                                 or context.t(update, "backends_none"))
+        return
+    if (len(words) != 2 or words[0].lower() not in BACKEND_ACTIONS or not words[1].isascii()
+            or not words[1].isdigit() or len(words[1]) > 18):
+        await message.reply_text(context.t(update, "backends_usage"))
+        return
+    draining = BACKEND_ACTIONS[words[0].lower()]
+    changed = await backend_table.set_backend(context.pool, int(words[1]), draining=draining)
+    if changed is None:
+        await message.reply_text(context.t(update, "backend_unknown", id=int(words[1])))
+        return
+    if draining:
+        (row,) = await backend_table.list_backends(context.pool, [changed.url])
+        await message.reply_text(context.t(update, "backend_drained", id=row.id, running=row.running))
+    else:
+        await message.reply_text(context.t(update, "backend_undrained", id=changed.id))
+
+
+def backend_line(update: Update, context: CourierContext, backend: backend_table.Backend) -> str:
+    if backend.draining:
+        state = context.t(update, "backend_draining")
+    elif backend.healthy:
+        state = context.t(update, "backend_ready")
+    else:
+        state = context.t(update, "backend_down")
+    return context.t(update, "backends_line", id=backend.id, url=shown_url(backend.url), state=state,
+                     running=backend.running, capacity=backend.capacity)
+
+
+ADMIN_HANDLERS = {"queue": queue, "ban": ban, "unban": unban, "stats": stats, "bench": bench, "compare": compare,
+                  "backends": backends}
 ADMIN_COMMANDS = tuple(ADMIN_HANDLERS)
 
 
@@ -253,4 +298,5 @@ def admin_menu(language: str) -> list[tuple[str, str]]:
         return i18n.text(language, key)
 
     return [("queue", say("menu_queue")), ("ban", say("menu_ban")), ("unban", say("menu_unban")),
-            ("stats", say("menu_stats")), ("bench", say("menu_bench")), ("compare", say("menu_compare"))]
+            ("stats", say("menu_stats")), ("bench", say("menu_bench")), ("compare", say("menu_compare")),
+            ("backends", say("menu_backends"))]

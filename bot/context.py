@@ -58,10 +58,11 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
         return i18n.text(self.language(update), key, **params)
 
     async def submit_job(self, update, command: str, params: dict, queued: Callable[[int], str], *,
-                         quota=None) -> None:
+                         quota=None, part: int = 0) -> int | None:
         """Queue a job for the sender of ``update`` (at their cap they are told so, and nothing is
         queued; so with a spent ``quota``, a ``jobs.submit.Quota``; a second delivery of ``update``
-        queues nothing and gets no reply), then send its
+        queues nothing and gets no reply; ``part`` numbers the jobs one update asks for), return its
+        id (None: nothing queued), and send its
         "Queued" reply ``queued(position)`` in a task of its own: waiting for Telegram's rate limit
         holds none of the bot's concurrent-update slots (errors reach the error handler)."""
         message, user = update.effective_message, update.effective_user
@@ -73,12 +74,14 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
 
         job_id = await submit(self.pool, user_id=user.id, chat_id=message.chat_id, command=command, params=params,
                               profile=profile(user), reply_to_message_id=message.message_id,
-                              max_active=self.settings.max_jobs_per_user, update=(self.bot.id, update.update_id),
+                              max_active=self.settings.max_jobs_per_user,
+                              update=(self.bot.id, update.update_id, part),
                               refuse=lambda count: message.reply_text(self.t(update, "too_many_jobs", count=count)),
                               quota=quota)
         if job_id is not None:
             self.application.create_task(self._announce(job_id, post_status, message.chat_id),
                                          update=update, name=f"courier-queued-{job_id}")
+        return job_id
 
     async def _announce(self, job_id: int, post_status: Callable, chat_id: int) -> None:
         async with self.bot_data.announcing:

@@ -30,11 +30,14 @@ from telegram.ext import (
 )
 
 from .. import i18n, imaging
+from ..jobs.options import OptionError, command_options, plan
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
-from . import access, admin, forget, languages
+from ..store.user_options import get_user_options
+from . import access, admin, defaults, forget, languages
 from .context import CourierContext
+from .options import choose, format_options, option_lines, option_message, split_options
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command
 
 log = get_logger("bot")
@@ -42,7 +45,7 @@ log = get_logger("bot")
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
-MENU_COMMANDS = ("help", "status", "cancel", "quota", "lang", "forget")
+MENU_COMMANDS = ("help", "status", "cancel", "quota", "lang", "forget", "settings")
 """Built-ins shown in everyone's Telegram menu (admin commands only in the admins', ``admin.admin_menu``)."""
 BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_SEED = 2**32 - 1
@@ -89,7 +92,8 @@ def command_menu(listed: list[commands.Command], language: str) -> list[tuple[st
         return i18n.text(language, key)
 
     built_ins = {"help": say("menu_help"), "status": say("menu_status"), "cancel": say("menu_cancel"),
-                 "quota": say("menu_quota"), "lang": say("menu_lang"), "forget": say("menu_forget")}
+                 "quota": say("menu_quota"), "lang": say("menu_lang"), "forget": say("menu_forget"),
+                 "settings": say("menu_settings")}
     return [(c.name, describe(c, language)[:256] or c.name) for c in listed] + list(built_ins.items())
 
 
@@ -107,9 +111,20 @@ async def start(update: Update, context: CourierContext) -> None:
 
 
 async def help_command(update: Update, context: CourierContext) -> None:
-    """List the enabled commands from the command table."""
-    await update.effective_message.reply_text(
-        context.t(update, "help", commands=await _command_lines(context, update)))
+    """List the enabled commands from the command table; ``/help <command>`` lists its options."""
+    if not context.args:
+        await update.effective_message.reply_text(
+            context.t(update, "help", commands=await _command_lines(context, update)))
+        return
+    name = context.args[0].removeprefix("/").lower()
+    command = await commands.get_command(context.pool, name)
+    if command is None or not command.enabled:
+        await update.effective_message.reply_text(context.t(update, "unknown_command", name=name))
+        return
+    say = functools.partial(context.t, update)
+    await update.effective_message.reply_text(say(
+        "help_command", name=name, description=describe(command, context.language(update)),
+        options="\n".join(option_lines(command_options(command.workflow), say))))
 
 
 async def status(update: Update, context: CourierContext) -> None:
@@ -184,7 +199,16 @@ async def run_command(update: Update, context: CourierContext) -> None:
         await message.reply_text(context.t(update, "unknown_command", name=request.name))
         return
     needs_image = requires_image(command.workflow)
-    if not request.args and not needs_image:
+    say = functools.partial(context.t, update)
+    spec = command_options(command.workflow)
+    prompt, typed = split_options(request.args)
+    try:
+        chosen, used = choose(typed, split_options(await get_user_options(context.pool, user.id))[1], spec)
+        runs = plan(chosen, spec, random.randint(0, MAX_SEED))
+    except OptionError as error:
+        await message.reply_text(option_message(error, say, request.name, spec))
+        return
+    if not prompt and not needs_image:
         await message.reply_text(context.t(update, "missing_prompt", name=request.name))
         return
     if len(request.args) > MAX_PROMPT_CHARS:
@@ -193,7 +217,6 @@ async def run_command(update: Update, context: CourierContext) -> None:
         return
     image = None
     if needs_image:
-        say = functools.partial(context.t, update)
         max_bytes = int(context.settings.max_image_mb * 2**20)
         try:
             image = (image_file_id(message, say, request.name, max_bytes)
@@ -208,12 +231,16 @@ async def run_command(update: Update, context: CourierContext) -> None:
         if image is None:
             await message.reply_text(context.t(update, "needs_image", name=request.name))
             return
-    await context.submit_job(
-        update, request.name,
-        {"prompt": request.args, "seed": random.randint(0, MAX_SEED), "image_file_id": image,
-         "language": context.language(update), "workflow": command.workflow},  # runs as it was when queued
-        lambda position: context.t(update, "queued", name=request.name, position=position),
-        quota=access.quota_of(update, context))
+    for part, run in enumerate(runs):  # one, or --n of them where the graph takes no batch
+        queued = await context.submit_job(
+            update, request.name,
+            {"prompt": prompt, "seed": run.seed, "options": format_options(used), "inputs": run.inputs,
+             "image_file_id": image, "language": context.language(update),
+             "workflow": command.workflow},  # runs as it was when queued
+            lambda position: context.t(update, "queued", name=request.name, position=position),
+            quota=access.quota_of(update, context), part=part)
+        if queued is None:
+            break
 
 
 async def hint(update: Update, context: CourierContext) -> None:
@@ -261,6 +288,7 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CommandHandler("quota", access.quota, MESSAGES_ONLY), 0),
         (CommandHandler("lang", languages.lang, MESSAGES_ONLY), 0),
         (CallbackQueryHandler(languages.lang_button, pattern=f"^{languages.BUTTON_PREFIX}"), 0),
+        (CommandHandler("settings", defaults.settings, MESSAGES_ONLY), 0),
         (CommandHandler("forget", forget.forget, MESSAGES_ONLY), 0),
         (CallbackQueryHandler(forget.confirm, pattern=f"^{forget.BUTTON_PREFIX}"), 0),
         *((CommandHandler(name, handler, MESSAGES_ONLY), 0)  # admins only; before the command table's

@@ -36,16 +36,17 @@ def profile(user) -> tuple[str | None, str | None, str | None]:
     return clean_text(user.username), clean_text(user.first_name), clean_text(user.language_code)
 
 
-def _blank(char: str) -> bool:
+def is_blank(char: str) -> bool:
+    """Whitespace, or a character that shows nothing (zero-width space, joiner, BOM...)."""
     return char.isspace() or char in BLANK_LETTERS or unicodedata.category(char) == "Cf"
 
 
 def strip_blank(text: str) -> str:
     """``text`` without whitespace and invisible characters at either end ("" if it has nothing else)."""
     start, end = 0, len(text)
-    while start < end and _blank(text[start]):
+    while start < end and is_blank(text[start]):
         start += 1
-    while end > start and _blank(text[end - 1]):
+    while end > start and is_blank(text[end - 1]):
         end -= 1
     return text[start:end]
 
@@ -56,7 +57,7 @@ def parse_command(text: str | None, bot_username: str | None = None) -> CommandR
     if not match:
         return None
     name, addressee, args = match.groups()
-    if args and not _blank(args[0]):  # "/demo!" is no command; "/demo<zero-width space>text" is
+    if args and not is_blank(args[0]):  # "/demo!" is no command; "/demo<zero-width space>text" is
         return None
     if addressee and bot_username and addressee.lower() != bot_username.lower():
         return None

@@ -79,13 +79,16 @@ class BotService:
             self.health.set("bot", "error", f"cannot reach the Bot API: {exc.__class__.__name__}")
             return False
         await self.application.start()
+        self._started = True
+        if not self.settings.receive_updates:  # another host on the database takes the updates
+            self.health.set("bot", "ok", f"@{self.application.bot.username}", mode="send-only")
+            return True
         if self.application.updater is not None:
             await self.application.updater.start_polling(allowed_updates=list(ALLOWED_UPDATES))
         else:
             await self.application.bot.set_webhook(
                 self.settings.webhook_url, secret_token=self.settings.webhook_secret.reveal() or None,
                 allowed_updates=list(ALLOWED_UPDATES))
-        self._started = True
         await self.publish_command_menu()
         self.health.set("bot", "ok", f"@{self.application.bot.username}",
                         mode="webhook" if self.application.updater is None else "polling")

@@ -10,10 +10,11 @@ frames, caching of unchanged nodes, history). Every route is also served under
 It really runs a few weight-free image nodes with Pillow (LoadImage, EmptyImage,
 ImageInvert, ImageBlur, ImageSharpen, ImageScale, SaveImage, PreviewImage) and
 the pack's CourierTelegramInput/Output (their schemas come from the pack's node
-classes). Model loaders, the usual sampling nodes and every other node of the
-shipped command workflows (workflows/api/) exist but the server has no model
-files, so loaders fail validation with ``value_not_in_list`` like a bare ComfyUI
-does. Files live in memory.
+classes; given a ``bot_job``, Output pushes its PNGs as binary frames, as the real
+node does for a bot in another process). Model loaders, the usual sampling nodes
+and every other node of the shipped command workflows (workflows/api/) exist but
+the server has no model files, so loaders fail validation with ``value_not_in_list``
+like a bare ComfyUI does. Files live in memory.
 
 Knobs: ``steps``/``step_delay``/``progress_class`` (progress frames),
 ``previews`` (binary preview frames), ``fail_next()``, ``pause()``/``resume()``
@@ -44,6 +45,7 @@ from aiohttp import WSMsgType, web
 from PIL import Image, ImageFilter, ImageOps
 
 from .. import imaging
+from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
 from ..nodes import NODE_CLASS_MAPPINGS as PACK_NODES
 
 COMFYUI_VERSION = "0.3.64"
@@ -155,20 +157,25 @@ def _preview_image(fake, images):
 
 
 def _telegram_input(fake, command, prompt, seed, width, height, image="", require_image=False, chat_id="",
-                    user_id=""):
+                    user_id="", steps=20, negative="", batch=1, options=""):
     if image:
         picture = imaging.decode_image(fake.input_file(image), max_bytes=512 * 2**20)
     else:
         picture = imaging.text_card(prompt, width, height, seed)
     rgb, mask = _split_alpha(picture)
-    return (prompt, [rgb], [mask], seed, picture.width, picture.height, chat_id, user_id), None
+    return (prompt, [rgb], [mask], seed, picture.width, picture.height, chat_id, user_id, steps, negative,
+            batch), None
 
 
 def _telegram_output(fake, filename_prefix="courier/result", images=None, video=None, images_as="images", fps=8.0,
-                     keep_metadata=False, send_to_chat=""):
+                     keep_metadata=False, send_to_chat="", bot_job=""):
     if images is None or video is not None or images_as != "images":
         raise _Failure("the fake ComfyUI delivers still images only", "NotImplementedError")
-    return (), {"images": fake.save_images(images, filename_prefix, "output")}
+    refs = fake.save_images(images, filename_prefix, "output")
+    pngs = [fake.files[("output", ref["subfolder"], ref["filename"])] for ref in refs]
+    if bot_job and sum(map(len, pngs)) <= PUSH_MAX_BYTES:  # pushed to the queuing client, as the node's hand_back
+        fake.frames_to_push += [struct.pack(">I", _PREVIEW_IMAGE) + png_preview_payload(png) for png in pngs]
+    return (), {"images": refs}
 
 
 def _input_exists(message: str) -> Callable[[FakeComfyUI, str], str | None]:
@@ -426,6 +433,7 @@ class FakeComfyUI:
         self._running: tuple | None = None
         self._history: dict[str, dict] = {}
         self._cache: dict[str, tuple[tuple, dict | None]] = {}
+        self.frames_to_push: list[bytes] = []  # binary frames the running node sends before its `executed`
         self._number = 0
         self.client_id: str | None = None
         self.last_node_id: str | None = None
@@ -962,6 +970,9 @@ class FakeComfyUI:
                 if spec.run is None:
                     raise RuntimeError(f"the fake ComfyUI cannot run {node['class_type']}: it needs model weights")
                 values[node_id], node_ui = spec.run(self, **kwargs)
+                pushed, self.frames_to_push = self.frames_to_push, []
+                for frame in pushed if cid is not None else ():
+                    await self._send("preview", frame, cid)
                 self._cache[signatures[node_id]] = (values[node_id], node_ui)
                 if node_ui is not None:
                     ui[node_id] = node_ui

@@ -5,7 +5,9 @@ One method per endpoint, typed arguments, parsed replies; every failure is a
 the frames to the end (surviving drops), return outputs. A client keeps one
 ``client_id`` and one websocket for all its prompts (``follow``): ComfyUI sends a
 prompt's frames only to the socket of the client that queued it, so one socket
-per backend carries them all, routed here by ``prompt_id``.
+per backend carries them all, routed here by ``prompt_id``. Telegram Output pushes
+its images on that socket as PNG ``PREVIEW_IMAGE`` frames while it executes (as
+ComfyUI's SaveImageWebsocket does); ``run_prompt`` returns them as ``pushed``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import json
 import mimetypes
 import struct
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -38,10 +40,10 @@ from .errors import (
 )
 from ..logs import get_logger
 
-__all__ = ["BackendUnavailable", "ComfyClient", "ComfyError", "Device", "Event", "EventStream",
-           "ExecutionFailed", "FileRef", "Follower", "Gap", "HistoryEntry", "Interrupted", "Preview", "Problem",
-           "Progress", "PromptLost", "PromptRejected", "PromptResult", "QueueItem", "QueueState", "RequestFailed",
-           "SystemStats", "describe_error", "parse_preview"]
+__all__ = ["PUSH_MAX_BYTES", "WS_MAX_MSG_BYTES", "BackendUnavailable", "ComfyClient", "ComfyError", "Device",
+           "Event", "EventStream", "ExecutionFailed", "FileRef", "Follower", "Gap", "HistoryEntry", "Interrupted",
+           "Preview", "Problem", "Progress", "PromptLost", "PromptRejected", "PromptResult", "QueueItem",
+           "QueueState", "RequestFailed", "SystemStats", "describe_error", "parse_preview", "png_preview_payload"]
 
 log = get_logger("backend")
 
@@ -49,6 +51,12 @@ _UNREACHABLE = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, aioht
                 asyncio.TimeoutError, OSError, ProxyError, ProxyConnectionError, ProxyTimeoutError)
 _PREVIEW_IMAGE = 1  # binary frame event type; then a 4-byte format: 1 = JPEG, 2 = PNG
 _PREVIEW_FORMATS = {1: "image/jpeg", 2: "image/png"}
+_PNG = 2
+WS_MAX_MSG_BYTES = 4 * 2**20  # aiohttp's default: a bigger frame closes the socket (1009)
+PUSH_MAX_BYTES = 2 * 2**20
+"""The most a Telegram Output pushes as frames (per node, all its images): well under the
+socket's message cap, and small enough that a push holds the shared socket, and ComfyUI's one
+publish loop, only briefly. The bot fetches bigger results with ``/view``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +82,8 @@ class PromptResult:
     prompt_id: str
     outputs: dict[str, dict]
     execution_ms: int | None  # execution_start to execution_success, by the backend's clock
+    pushed: dict[str, list[bytes]] = dataclasses.field(default_factory=dict, repr=False)
+    """Result node id -> the PNGs it pushed as frames, in the order of its ``images``."""
 
     @property
     def files(self) -> list[FileRef]:
@@ -190,6 +200,11 @@ def parse_preview(frame: bytes) -> Preview | None:
     return Preview(_PREVIEW_FORMATS.get(image_format, "application/octet-stream"), bytes(frame[8:]))
 
 
+def png_preview_payload(png: bytes) -> bytes:
+    """What follows the event type in a PNG ``PREVIEW_IMAGE`` frame (as ComfyUI's ``send_image`` writes it)."""
+    return struct.pack(">I", _PNG) + png
+
+
 class EventStream:
     """An open ``/ws?clientId=`` socket; iterating yields ``Event`` and ``Preview`` until it closes."""
 
@@ -285,7 +300,9 @@ class _Run:
     progress: Progress
     on_progress: ProgressCallback | None
     on_preview: PreviewCallback | None
+    result_nodes: Collection[str] = ()
     outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
+    pushed: dict[str, list[bytes]] = dataclasses.field(default_factory=dict)
     executed_nodes: list[str] = dataclasses.field(default_factory=list)
     failure: ComfyError | None = None  # raised once the prompt has left the backend's queue
     started_ms: int | None = None  # execution_start / execution_success stamps (backend clock)
@@ -294,6 +311,14 @@ class _Run:
     @property
     def prompt_id(self) -> str:
         return self.progress.prompt_id
+
+    async def take(self, preview: Preview) -> None:
+        """A result node's pushed PNG (it comes while the node executes), or a preview for ``on_preview``."""
+        node = self.progress.node
+        if node in self.result_nodes and preview.mime == "image/png":
+            self.pushed.setdefault(node, []).append(preview.image)
+        else:
+            await _call(self.on_preview, preview)
 
     async def report(self, **changes: Any) -> None:
         progress = dataclasses.replace(self.progress, **changes)
@@ -501,7 +526,7 @@ class ComfyClient:
         """Open ``/ws?clientId=``; use as ``async with await client.events(cid) as stream``."""
         try:
             ws = await self._http().ws_connect(f"{self.base_url}/ws", params={"clientId": client_id},
-                                               heartbeat=self._heartbeat)
+                                               heartbeat=self._heartbeat, max_msg_size=WS_MAX_MSG_BYTES)
         except _UNREACHABLE as exc:
             raise self._unreachable("websocket", exc) from exc
         return EventStream(ws)
@@ -583,13 +608,16 @@ class ComfyClient:
     # --- a whole run -------------------------------------------------------------
 
     async def run_prompt(self, workflow: Mapping[str, Any], *, on_progress: ProgressCallback | None = None,
-                         on_preview: PreviewCallback | None = None, prompt_id: str | None = None) -> PromptResult:
+                         on_preview: PreviewCallback | None = None, prompt_id: str | None = None,
+                         result_nodes: Collection[str] = ()) -> PromptResult:
         """Queue ``workflow``, follow it to the end and return its outputs.
 
         The prompt is followed on the shared websocket before it is queued: ComfyUI
         sends ``executing``/``executed`` only to the queuing client. While the socket
         is down, ``/queue`` and ``/history`` are polled, and read once more when it
-        is back. Outputs come from ``executed`` frames, confirmed by ``/history``. It
+        is back. Outputs come from ``executed`` frames, confirmed by ``/history``. PNG
+        previews that come while one of ``result_nodes`` executes are its pushed
+        results (``PromptResult.pushed``), not previews. It
         returns or raises once the prompt has left the queue (its history is
         written). Cancelling this call leaves the prompt on the backend:
         ``cancel(prompt_id)`` it.
@@ -597,14 +625,14 @@ class ComfyClient:
         :raises PromptRejected, ExecutionFailed, Interrupted, PromptLost, BackendUnavailable:
         """
         run = _Run(workflow, Progress(prompt_id or str(uuid.uuid4()), nodes_total=len(workflow)),
-                   on_progress, on_preview)
+                   on_progress, on_preview, result_nodes)
         async with self.follow(run.prompt_id) as follower:
             await self.queue_prompt(workflow, self.client_id, run.prompt_id)
             failures = 0
             while True:
                 item = await follower.next()
                 if isinstance(item, Preview):
-                    await _call(run.on_preview, item)
+                    await run.take(item)
                 elif isinstance(item, Event):
                     if await self._on_event(run, item):
                         break
@@ -619,12 +647,12 @@ class ComfyClient:
                             raise
         if run.started_ms is not None and run.succeeded_ms is not None:
             # every frame of the run arrived: the outputs are complete without asking /history
-            return PromptResult(run.prompt_id, run.outputs, run.succeeded_ms - run.started_ms)
+            return PromptResult(run.prompt_id, run.outputs, run.succeeded_ms - run.started_ms, run.pushed)
         entry = await self.history(run.prompt_id)
         if entry is None:
-            return PromptResult(run.prompt_id, run.outputs, None)
+            return PromptResult(run.prompt_id, run.outputs, None, run.pushed)
         _raise_if_failed(entry)
-        return PromptResult(run.prompt_id, {**run.outputs, **entry.outputs}, entry.execution_ms)
+        return PromptResult(run.prompt_id, {**run.outputs, **entry.outputs}, entry.execution_ms, run.pushed)
 
     async def _on_event(self, run: _Run, event: Event) -> bool:
         """Apply one frame to the run; True when it has ended."""

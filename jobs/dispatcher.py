@@ -2,14 +2,16 @@
 
 Every backend has one worker task that claims jobs (fair across users, SKIP LOCKED)
 while the backend has a free slot, and runs each in a task of its own: run, deliver,
-record. A backend has ``pipeline_depth`` slots, counting the running prompt, so the
-next job's upload and ``POST /prompt`` happen while the current one runs and ComfyUI
-starts it from its own queue. A job that must have its backend alone (a ``/bench``
+record. A backend has ``capacity`` slots (backends table; the ``pipeline_depth`` of the host
+that registered it first), counting the running prompt, so the next job's upload and
+``POST /prompt`` happen while the current one runs and ComfyUI starts it from its own queue. A job that must have its backend alone (a ``/bench``
 session) waits for the others to end and holds every slot. Workers sleep on a NOTIFY
 from enqueue, with a slow poll as a safety net. A claimed job holds a lease that the
 worker extends while it runs; if this process dies (ComfyUI skips cleanup on SIGTERM)
-the lease expires and the housekeeping of any live dispatcher puts the job back in the
-queue.
+the lease expires and the housekeeping of any live dispatcher, on any host, puts the job
+back in the queue. The backends table decides what a backend may claim (health checks,
+drain, capacity, models: ``jobs/backends.py``); a backend that dies under a job is marked
+unhealthy and the job queued again for another one, up to the job's ``max_attempts``.
 """
 
 from __future__ import annotations
@@ -27,17 +29,18 @@ import uuid
 from .. import i18n
 from ..config import Settings
 from ..health import Health
-from ..store import jobs
+from ..store import backends, jobs
 from ..anyone.transport import make_connector
+from . import backends as backend_health
 from . import bench, prompt_job
-from .comfy_client import BackendUnavailable, ComfyClient, ComfyError, describe_error
+from .comfy_client import BackendUnavailable, ComfyClient, ComfyError, PromptLost, describe_error
+from .handoff import Handoff
 from .ports import ChatSink, StatusMessage
 from .runner import JobError, JobRun, Runner
 from ..logs import get_logger
 
 log = get_logger("dispatcher")
 
-LEASE_S = 60.0
 IDLE_POLL_S = 5.0
 BACKEND_RETRY_S = 5.0
 
@@ -111,7 +114,9 @@ class Dispatcher:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.clients = [ComfyClient(url, connector_factory=_connector_factory(url, settings, anyone))
                         for url in backend_urls]
+        self.handoff = Handoff()  # Telegram Output in this ComfyUI gives our jobs their files here
         self._wakeup = asyncio.Event()
+        self.health_checks = backend_health.HealthChecks(store.pool, self.clients, self._wakeup.set)
         self._tasks: list[asyncio.Task] = []
         self._running: dict[int, ActiveJob] = {}
         self._listener = None
@@ -121,8 +126,13 @@ class Dispatcher:
             self.health.set("dispatcher", "error", "no ComfyUI backend configured")
             return
         self._listener = await self.store.listen_jobs(self._wakeup.set)
-        for index, client in enumerate(self.clients):
-            self._tasks.append(asyncio.create_task(self._worker(client), name=f"courier-worker-{index}"))
+        rows = await backends.register_backends(self.store.pool, [client.base_url for client in self.clients],
+                                                capacity=self.settings.pipeline_depth)
+        await self.health_checks.check_all()  # a dead backend claims nothing, from the first claim on
+        self._tasks.append(asyncio.create_task(self._watch_backends(), name="courier-backend-health"))
+        for index, (client, row) in enumerate(zip(self.clients, rows, strict=True)):
+            self._tasks.append(asyncio.create_task(self._worker(client, row.capacity),
+                                                   name=f"courier-worker-{index}"))
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="courier-housekeeping"))
         self.health.set("dispatcher", "ok", f"{len(self.clients)} backend(s)")
 
@@ -148,8 +158,16 @@ class Dispatcher:
             await active.client.cancel(active.prompt_id)
         return True
 
-    async def _worker(self, client: ComfyClient) -> None:
-        slots = Slots(self.settings.pipeline_depth)
+    async def _watch_backends(self) -> None:
+        while True:
+            await asyncio.sleep(backend_health.INTERVAL_S)
+            try:
+                await self.health_checks.check_all()
+            except Exception:
+                log.exception("checking the backends failed")
+
+    async def _worker(self, client: ComfyClient, depth: int) -> None:
+        slots = Slots(depth)
         tasks: set[asyncio.Task] = set()
         try:
             while True:
@@ -176,7 +194,8 @@ class Dispatcher:
     async def _claim(self, client: ComfyClient):
         self._wakeup.clear()
         try:
-            return await jobs.claim(self.store.pool, self.worker_id, LEASE_S, backend=client.base_url)
+            return await jobs.claim(self.store.pool, self.worker_id, self.settings.job_lease_s,
+                                    backend=client.base_url)
         except Exception:
             log.exception("claiming a job failed")
             return None
@@ -201,15 +220,16 @@ class Dispatcher:
                     self._wakeup.set()
             except Exception:
                 log.exception("requeueing expired jobs failed")
-            await asyncio.sleep(LEASE_S / 2)
+            await asyncio.sleep(self.settings.job_lease_s / 2)
 
     async def _keep_lease(self, job_id: int) -> None:
+        lease_s = self.settings.job_lease_s
         while True:
-            await asyncio.sleep(LEASE_S / 3)
-            await jobs.extend_lease(self.store.pool, job_id, self.worker_id, LEASE_S)
+            await asyncio.sleep(lease_s / 3)
+            await jobs.extend_lease(self.store.pool, job_id, self.worker_id, lease_s)
 
     async def _run(self, job, active: ActiveJob, hold: Hold) -> bool:
-        """Run one claimed job to a final state; True if the backend was unreachable.
+        """Run one claimed job to a final state, or back to the queue; True if its backend failed it.
 
         The job waits for its turn under its lease (the jobs before one that has its backend
         alone may run for long).
@@ -229,7 +249,7 @@ class Dispatcher:
             await progress.update(say("running", name=job.command))
             runner = RUNNERS[kind(job)]
             run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say,
-                         left_backend=hold.release)
+                         self.handoff, left_backend=hold.release)
             result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
         except asyncio.CancelledError:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled
@@ -244,10 +264,8 @@ class Dispatcher:
                 await client.cancel(active.prompt_id)
             await self._finish_failed(job, progress, say, say("timeout", seconds=self.settings.job_timeout_s))
             return False
-        except BackendUnavailable as exc:
-            log.warning("job %s: backend %s unavailable: %s", job.id, client.base_url, exc)
-            await jobs.release(self.store.pool, job.id, self.worker_id, str(exc))
-            await progress.update(say("backend_unavailable"))
+        except (BackendUnavailable, PromptLost) as exc:
+            await self._backend_failed(job, client, progress, say, exc)
             return True
         except ComfyError as exc:
             await self._finish_failed(job, progress, say, describe_error(exc, i18n.catalog(language)))
@@ -265,6 +283,20 @@ class Dispatcher:
         await jobs.succeed(self.store.pool, job.id, result, worker=self.worker_id)
         await progress.finish(say("done", seconds=time.monotonic() - started))
         return False
+
+    async def _backend_failed(self, job, client: ComfyClient, progress: StatusMessage, say, exc: ComfyError) -> None:
+        """The backend died under the job (or forgot it): stop its claims if it is down, and queue
+        the job again for another backend, or fail it once out of attempts."""
+        reason = backend_health.shown_error(client.base_url, str(exc))
+        log.warning("job %s (attempt %d of %d) lost: %s", job.id, job.attempts, job.max_attempts, reason)
+        if isinstance(exc, BackendUnavailable):
+            await self.health_checks.mark_down(client.base_url, reason)
+        if job.attempts >= job.max_attempts:
+            await self._finish_failed(job, progress, say, say("backend_gave_up", attempts=job.attempts))
+            return
+        await jobs.release(self.store.pool, job.id, self.worker_id, reason, count_attempt=True)
+        with contextlib.suppress(Exception):
+            await progress.update(say("backend_retrying"))
 
     async def _finish_failed(self, job, progress: StatusMessage, say, reason: str) -> None:
         await jobs.fail(self.store.pool, job.id, reason, worker=self.worker_id)

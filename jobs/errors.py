@@ -61,6 +61,11 @@ def describe_error(exc: ComfyError, messages: Mapping[str, str] = MESSAGES) -> s
     return render_problems(exc.problems, messages)
 
 
+def is_model_file(name: str) -> bool:
+    """Whether a file name is a model's (by its extension, as ComfyUI's model folders list them)."""
+    return _MODEL_FILE.search(name) is not None
+
+
 def model_folder(node_type: str, input_name: str) -> str | None:
     """The models folder a loader's input reads from; None if it is not a known loader input."""
     for prefix, folder in MODEL_FOLDERS.get(node_type, {}).items():
@@ -95,7 +100,7 @@ def _node_problem(node_id: str, node_type: str, err: Mapping[str, Any]) -> Probl
     value = extra.get("received_value")
     if err.get("type") == "value_not_in_list" and isinstance(value, str):
         folder = model_folder(node_type, input_name)
-        if folder is None and _MODEL_FILE.search(value):
+        if folder is None and is_model_file(value):
             folder = "models"
         if folder is not None:
             return Problem("missing_model", {"filename": value, "folder": folder, "node_type": node_type,

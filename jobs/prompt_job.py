@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import AsyncIterator, Collection, Mapping
+
 from .. import imaging
 from ..store import sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
+from .comfy_client import ComfyClient, PromptResult
 from .ports import InputUnavailable
 from .runner import JobError, JobRun
-from .workflow import fill_job, output_nodes
+from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
 KIND = "prompt"  # the kind of a job whose params name none
 
@@ -19,28 +23,55 @@ async def run(run: JobRun) -> dict:
         data = await fetch_image(run, job.params["image_file_id"])
         image_name = await client.upload_image(data, input_filename(job.id), INPUT_SUBFOLDER)
     workflow = fill_job(job.params["workflow"], prompt=job.params.get("prompt", ""), seed=job.params["seed"],
-                        image=image_name, chat_id=job.chat_id, user_id=job.user_id)
+                        image=image_name, chat_id=job.chat_id, user_id=job.user_id,
+                        options=job.params.get("inputs"), job=run.prompt_id)
 
     async def on_progress(event) -> None:
         if event.max:
             await run.status.update(say("progress", name=job.command, value=event.value, max=event.max,
                                         percent=int(100 * event.value / event.max)))
 
-    result = await client.run_prompt(workflow, on_progress=on_progress, prompt_id=run.prompt_id)
+    with run.handoff.expect(run.prompt_id) as handed:
+        result = await client.run_prompt(workflow, on_progress=on_progress, prompt_id=run.prompt_id,
+                                         result_nodes=nodes_of(workflow, OUTPUT_NODE))
     run.left_backend()
-    wanted = set(output_nodes(workflow))
     delivered = []
-    for node_id, output in result.outputs.items():
-        if node_id not in wanted:
-            continue
-        for ref in output.get("images", []) + output.get("gifs", []) + output.get("videos", []):
-            data = await client.view(ref["filename"], ref.get("subfolder", ""), ref.get("type", "output"))
-            record = await run.sink.send_result(job.chat_id, job.reply_to_message_id, ref["filename"], data)
-            delivered.append({**record, "subfolder": ref.get("subfolder", ""), "type": ref.get("type", "output"),
-                              "job_id": job.id})  # where the file stays on the backend, for /forget
+    async for file in result_files(client, result, handed, set(output_nodes(workflow))):
+        record = await run.sink.send_result(job.chat_id, job.reply_to_message_id, file.filename, file.data)
+        delivered.append({**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
+                          "job_id": job.id, "via": file.via})
     if delivered:
         await sessions.set_last_outputs(run.pool, job.chat_id, job.user_id, delivered)
     return {"prompt_id": result.prompt_id, "outputs": delivered, "execution_ms": result.execution_ms}
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultFile:
+    filename: str
+    subfolder: str
+    type: str
+    data: bytes = dataclasses.field(repr=False)
+    via: str  # "handoff" (in this process), "websocket" (pushed as frames) or "view" (fetched)
+
+
+async def result_files(client: ComfyClient, result: PromptResult, handed: Mapping[str, list[bytes]],
+                       nodes: Collection[str]) -> AsyncIterator[ResultFile]:
+    """The files the output ``nodes`` wrote, in order: as the node handed them over in this process
+    or pushed them on the websocket, else fetched with ``/view`` (a video or a big result from
+    elsewhere, a node ComfyUI answered from its cache, frames lost to a reconnect)."""
+    for node_id, output in result.outputs.items():
+        if node_id not in nodes:
+            continue
+        refs = output.get("images", []) + output.get("gifs", []) + output.get("videos", [])
+        via, files = "view", None
+        for source, given in (("handoff", handed.get(node_id)), ("websocket", result.pushed.get(node_id))):
+            if given is not None and len(given) == len(refs):
+                via, files = source, given
+                break
+        for index, ref in enumerate(refs):
+            subfolder, folder_type = ref.get("subfolder", ""), ref.get("type", "output")
+            data = files[index] if files is not None else await client.view(ref["filename"], subfolder, folder_type)
+            yield ResultFile(ref["filename"], subfolder, folder_type, data, via)
 
 
 async def fetch_image(run: JobRun, file_id: str) -> bytes:

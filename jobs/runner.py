@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from ..config import Settings
 from .comfy_client import ComfyClient
+from .handoff import Handoff
 from .ports import ChatSink, StatusMessage
 
 
@@ -31,6 +32,7 @@ class JobRun:
     pool: object
     settings: Settings
     say: Callable[..., str]  # localized text in the job's language
+    handoff: Handoff  # where nodes of this process hand the job its result files
     left_backend: Callable[[], None] = lambda: None
     """Call once the job's prompts have left the backend (before delivering what they made): its
     slot goes to the next job, so the backend runs that one while this one talks to the chat."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from .. import i18n
 from ..logs import get_logger
 from ..store import commands
+from .workflow import input_node
 
 log = get_logger("commands")
 
@@ -18,6 +19,13 @@ def seed_manifest(seed_dir: Path = SEED_DIR) -> dict:
     return json.loads((seed_dir / "commands.json").read_text(encoding="utf-8"))
 
 
+def shipped_workflow(entry: dict, seed_dir: Path = SEED_DIR) -> dict:
+    """The command's graph as it is stored: its manifest ``options`` declared on its Telegram Input."""
+    workflow = json.loads((seed_dir / entry["file"]).read_text(encoding="utf-8"))
+    workflow[input_node(workflow)]["inputs"]["options"] = entry.get("options", "")
+    return workflow
+
+
 async def seed_commands(store, seed_dir: Path = SEED_DIR) -> list[str]:
     """Add or refresh the shipped commands; a published command of the same name wins.
 
@@ -26,9 +34,9 @@ async def seed_commands(store, seed_dir: Path = SEED_DIR) -> list[str]:
     """
     refreshed = []
     for name, entry in seed_manifest(seed_dir).items():
-        workflow = json.loads((seed_dir / entry["file"]).read_text(encoding="utf-8"))
         description = i18n.catalog("en")[f"command_{name}"]
-        if await commands.seed_command(store.pool, name, workflow=workflow, description=description, owner="seed"):
+        if await commands.seed_command(store.pool, name, workflow=shipped_workflow(entry, seed_dir),
+                                       description=description, owner="seed"):
             refreshed.append(name)
     if refreshed:
         log.info("commands loaded: %s", ", ".join(f"/{n}" for n in refreshed))

@@ -33,12 +33,13 @@ class Quota:
 
 async def submit(pool, *, user_id: int, chat_id: int, command: str, params: dict,
                  profile: tuple = (None, None, None), reply_to_message_id: int | None = None,
-                 max_active: int | None = None, update: tuple[int, int] | None = None,
+                 max_active: int | None = None, update: tuple[int, int, int] | None = None,
                  refuse: Callable[[int], Awaitable[object]] | None = None,
                  quota: Quota | None = None) -> int | None:
     """Queue a job for ``user_id`` unless they already have ``max_active`` jobs (None: no cap), have
     spent their ``quota`` (None: no quota; the job counts against it only if it is queued), or
-    ``update`` (bot id, update id: the Telegram update asking for it) was handled before.
+    ``update`` (bot id, update id, part: the Telegram update asking for it, and which of the jobs it
+    asks for this is) was handled before.
 
     Returns the job's id once it is committed; ``announce`` then tells the chat. ``refuse(count)``
     tells the user they are at the cap (then nothing is queued: None). A duplicate update gets

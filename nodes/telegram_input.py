@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 from .. import imaging
+from ..jobs.options import (
+    DEFAULT_DECLARATION,
+    DEFAULT_SIZE,
+    DEFAULT_STEPS,
+    MAX_SEED,
+    SIZE_LIMITS,
+    STEPS_LIMITS,
+    declared,
+)
 
-MAX_SEED = 0xFFFFFFFFFFFFFFFF
+MAX_BATCH = 64
 
 
 class TelegramInput:
     NODE_ID = "CourierTelegramInput"
     DISPLAY_NAME = "Telegram Input (Courier)"
     CATEGORY = "Courier/Telegram"
-    DESCRIPTION = ("Receives the prompt, image and seed of a Telegram command. In the editor the "
+    DESCRIPTION = ("Receives the prompt, image, seed and options of a Telegram command. In the editor the "
                    "defaults below are used; without an image it outputs a card showing the prompt.")
-    RETURN_TYPES = ("STRING", "IMAGE", "MASK", "INT", "INT", "INT", "STRING", "STRING")
-    RETURN_NAMES = ("prompt", "image", "mask", "seed", "width", "height", "chat_id", "user_id")
+    RETURN_TYPES = ("STRING", "IMAGE", "MASK", "INT", "INT", "INT", "STRING", "STRING", "INT", "STRING", "INT")
+    RETURN_NAMES = ("prompt", "image", "mask", "seed", "width", "height", "chat_id", "user_id",
+                    "steps", "negative", "batch")  # new outputs go last: published graphs link by index
     FUNCTION = "receive"
 
     @classmethod
@@ -24,8 +34,8 @@ class TelegramInput:
                 "command": ("STRING", {"default": "mycmd", "tooltip": "Bot command name (without /)"}),
                 "prompt": ("STRING", {"default": "an astronaut riding a horse", "multiline": True}),
                 "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True}),
-                "width": ("INT", {"default": 1024, "min": 16, "max": 8192, "step": 8}),
-                "height": ("INT", {"default": 1024, "min": 16, "max": 8192, "step": 8}),
+                "width": ("INT", {"default": DEFAULT_SIZE, "min": SIZE_LIMITS[0], "max": SIZE_LIMITS[1], "step": 8}),
+                "height": ("INT", {"default": DEFAULT_SIZE, "min": SIZE_LIMITS[0], "max": SIZE_LIMITS[1], "step": 8}),
             },
             "optional": {
                 "image": ("STRING", {"default": "", "tooltip": "Uploaded input image name; set by the bot"}),
@@ -33,16 +43,27 @@ class TelegramInput:
                                               "tooltip": "The command edits the user's picture (reply, caption or last result)"}),
                 "chat_id": ("STRING", {"default": ""}),
                 "user_id": ("STRING", {"default": ""}),
+                "steps": ("INT", {"default": DEFAULT_STEPS, "min": STEPS_LIMITS[0], "max": STEPS_LIMITS[1],
+                                  "tooltip": "Sampling steps; the bot's --steps sets it"}),
+                "negative": ("STRING", {"default": "", "multiline": True,
+                                        "tooltip": "Negative prompt; the bot's --neg sets it"}),
+                "batch": ("INT", {"default": 1, "min": 1, "max": MAX_BATCH,
+                                  "tooltip": "Batch size; the bot's --n sets it where the graph takes it"}),
+                "options": ("STRING", {"default": DEFAULT_DECLARATION,
+                                       "tooltip": "Options users may type, with their ranges, e.g. "
+                                                  "'size=256-2048 steps=1-50 n=4 neg'. One is offered only "
+                                                  "where its output (width/height, steps, negative) is wired"}),
             },
         }
 
-    def receive(self, command, prompt, seed, width, height, image="", require_image=False, chat_id="", user_id=""):
+    def receive(self, command, prompt, seed, width, height, image="", require_image=False, chat_id="", user_id="",
+                steps=DEFAULT_STEPS, negative="", batch=1, options=DEFAULT_DECLARATION):
         import torch
 
         picture = load_input_image(image) if image else imaging.text_card(prompt, width, height, seed)
         rgb, mask = imaging.image_to_arrays(picture)
         return (prompt, torch.from_numpy(rgb)[None], torch.from_numpy(mask)[None], seed,
-                picture.width, picture.height, chat_id, user_id)
+                picture.width, picture.height, chat_id, user_id, steps, negative, batch)
 
     @classmethod
     def IS_CHANGED(cls, image="", **_):
@@ -50,9 +71,13 @@ class TelegramInput:
         return file_digest(image) if image else ""
 
     @classmethod
-    def VALIDATE_INPUTS(cls, image=""):
+    def VALIDATE_INPUTS(cls, image="", options=DEFAULT_DECLARATION):
         if image and not input_image_exists(image):
             return f"Input image not found: {image}"
+        try:
+            declared(options)
+        except ValueError as exc:
+            return str(exc)
         return True
 
 

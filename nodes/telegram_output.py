@@ -1,9 +1,10 @@
 """Telegram Output: saves what the bot delivers -- lossless images, or a video -- and can send it from the editor.
 
-A bot job's results are sent by the dispatcher, which reads this node's UI output. Run from
-the editor with ``send_to_chat`` set, the node sends the render itself through the running
-Courier's bot ("send this render to my Telegram"); publishing the graph as a command resets
-that input, so bot jobs never send twice.
+A bot job's results are sent by the dispatcher, which reads this node's UI output. The bot
+sets ``bot_job`` on each job's node, which then hands it the files without a ``/view`` round
+trip (``hand_back``). Run from the editor with ``send_to_chat`` set, the node sends the render
+itself through the running Courier's bot ("send this render to my Telegram"); publishing the
+graph as a command resets that input, so bot jobs never send twice.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .. import imaging
+from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
 
 IMAGES_AS = ("images", "animation")
 CHAT_ID = re.compile(r"-?[0-9]{1,20}")
@@ -25,6 +27,7 @@ SEND_TIMEOUT_S = 120.0
 class Saved(NamedTuple):
     path: str
     ref: dict[str, str]  # {filename, subfolder, type}: what ComfyUI's UI and the dispatcher read
+    data: bytes | None = None  # what was written, for an image
 
 
 class Target(NamedTuple):
@@ -72,6 +75,9 @@ class TelegramOutput:
                                             "tooltip": "Editor only: also send the render to this Telegram chat "
                                                        "id (your user id for your private chat with the bot). "
                                                        "Reset when the graph is published as a command."}),
+                "bot_job": ("STRING", {"default": "",
+                                       "tooltip": "Set by the bot for each of its jobs (the node then hands the "
+                                                  "bot its files directly). Leave empty."}),
             },
             "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
         }
@@ -83,7 +89,7 @@ class TelegramOutput:
         return True
 
     async def deliver(self, filename_prefix="courier/result", images=None, video=None, images_as="images",
-                      fps=8.0, keep_metadata=False, send_to_chat="", prompt=None, extra_pnginfo=None):
+                      fps=8.0, keep_metadata=False, send_to_chat="", bot_job="", prompt=None, extra_pnginfo=None):
         if (images is None) == (video is None):
             raise ValueError("connect either images or a video to Telegram Output "
                              "(use two Telegram Output nodes to send both)")
@@ -96,6 +102,8 @@ class TelegramOutput:
                 video = frames_to_video(images, fps)
             saved = [save_video(video, output_target(filename_prefix, *video.get_dimensions()), metadata)]
             ui = {"images": [s.ref for s in saved], "animated": (True,)}  # as ComfyUI's SaveVideo
+        if bot_job:
+            hand_back(saved)
         if send_to_chat.strip():
             await send_from_editor(*running_courier(), int(send_to_chat.strip()), [s.path for s in saved])
         return {"ui": ui}
@@ -123,9 +131,10 @@ def save_images(images, target: Target, metadata: dict[str, Any] | None) -> list
     saved = []
     for index, tensor in enumerate(images):
         file = target.file(index, ".png")
+        data = imaging.encode_png(imaging.array_to_image(tensor.cpu().numpy()), chunks)
         with open(file.path, "wb") as fh:
-            fh.write(imaging.encode_png(imaging.array_to_image(tensor.cpu().numpy()), chunks))
-        saved.append(file)
+            fh.write(data)
+        saved.append(file._replace(data=data))
     return saved
 
 
@@ -162,6 +171,36 @@ def strip_video_metadata(path: str) -> None:
                 packet.stream = streams[packet.stream.index]
                 target.mux(packet)
     os.replace(partial, path)
+
+
+def hand_back(saved: list[Saved]) -> None:
+    """Give the bot job that queued the running prompt its files, sparing it the ``/view`` round trip.
+
+    When the bot runs in this ComfyUI and follows the prompt, the bytes go to its job in memory
+    (``jobs.handoff``). Otherwise images go to the queuing client's websocket as PNG
+    ``PREVIEW_IMAGE`` frames, as ComfyUI's own SaveImageWebsocket sends them, through the
+    server's message queue: after this node's ``executing`` frame, before its ``executed``.
+    A video, or images over ``PUSH_MAX_BYTES``, the bot fetches with ``/view``.
+    """
+    from comfy_execution.utils import get_executing_context
+    from protocol import BinaryEventTypes
+    from server import PromptServer
+
+    context = get_executing_context()
+    if context is None:
+        return
+    courier, _ = running_courier()
+    handoff = courier.dispatcher.handoff if courier is not None and courier.dispatcher is not None else None
+    if handoff is not None and handoff.expects(context.prompt_id):
+        files = [s.data if s.data is not None else Path(s.path).read_bytes() for s in saved]
+        if handoff.hand_over(context.prompt_id, context.node_id, files):
+            return
+    server = PromptServer.instance
+    images = [s.data for s in saved]
+    if server.client_id is None or None in images or sum(map(len, images)) > PUSH_MAX_BYTES:
+        return
+    for data in images:
+        server.send_sync(BinaryEventTypes.PREVIEW_IMAGE, png_preview_payload(data), server.client_id)
 
 
 async def send_files(bot, chat_id: int, paths: list[str]) -> list[dict[str, Any]]:

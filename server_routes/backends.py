@@ -1,26 +1,75 @@
-"""GET /courier/backends: the ComfyUI servers jobs run on, each asked for /system_stats now."""
+"""The ComfyUI servers jobs run on: ``GET /courier/backends`` asks each for /system_stats now and
+adds its row of the backends table; ``PATCH /courier/backends/{id}`` drains or undrains one, or
+sets its capacity.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from ..jobs.backends import shown_error, shown_url
 from ..jobs.comfy_client import ComfyError
 from ..runtime import COURIER, Courier
-from .api import STATUS, is_loopback_host, endpoint, json_response
+from ..store import backends as table
+from .api import (
+    ADMIN,
+    STATUS,
+    ApiError,
+    Field,
+    check_body,
+    endpoint,
+    is_loopback_host,
+    json_response,
+    read_json,
+    store_of,
+)
 
 routes = web.RouteTableDef()
 
 PROBE_TIMEOUT_S = 5.0
+MAX_CAPACITY = 64
+PATCH_BODY = {"draining": Field(bool), "capacity": Field(int)}
+ROW_FIELDS = ("id", "capacity", "healthy", "draining", "running", "models", "checked_at", "last_seen_at",
+              "last_error")  # errors are stored with the URL shown as shown_url does
 
 
 @routes.get("/courier/backends")
 @endpoint(STATUS)
 async def backends(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
-    return json_response({"backends": await probe_backends(courier)})
+    entries = await probe_backends(courier)
+    if courier.store is not None:  # the dispatcher registers each backend as its client's base_url
+        urls = [url.rstrip("/") for url in courier.backends()]
+        rows = {row.url: row for row in await table.list_backends(courier.store.pool, urls)}
+        for url, entry in zip(urls, entries, strict=True):
+            entry["state"] = _row(rows[url]) if url in rows else None
+    return json_response({"backends": entries})
+
+
+@routes.patch("/courier/backends/{id:[0-9]{1,18}}")
+@endpoint(ADMIN)
+async def change_backend(request: web.Request) -> web.Response:
+    """Drain (``{"draining": true}``: it finishes what it runs, takes nothing new), undrain, or set
+    ``capacity`` (prompts each host keeps on it at once; dispatchers read it when they start)."""
+    body = check_body(await read_json(request), PATCH_BODY)
+    if not body:
+        raise ApiError(400, "bad_body", "send 'draining' or 'capacity'")
+    capacity = body.get("capacity")
+    if capacity is not None and not 1 <= capacity <= MAX_CAPACITY:
+        raise ApiError(400, "bad_body", f"'capacity' must be between 1 and {MAX_CAPACITY}")
+    pool = store_of(request.app[COURIER]).pool
+    backend_id = int(request.match_info["id"])
+    if await table.set_backend(pool, backend_id, draining=body.get("draining"), capacity=capacity) is None:
+        raise ApiError(404, "no_such_backend", f"there is no backend {backend_id}")
+    (row,) = [row for row in await table.list_backends(pool) if row.id == backend_id]
+    return json_response({"backend": {"url": shown_url(row.url), **_row(row)}})
+
+
+def _row(row: table.Backend) -> dict:
+    return {name: getattr(row, name) for name in ROW_FIELDS}
 
 
 async def probe_backends(courier: Courier) -> list[dict]:
@@ -49,13 +98,10 @@ async def _probe(client) -> dict:
 
 def _entry(url: str, reachable: bool | None, error: str | None) -> dict:
     """The URL is shown without credentials (``http://user:pass@host``), in errors too."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
-    shown = urlunsplit(parts._replace(netloc=netloc))
+    host = urlsplit(url).hostname or ""
     if host.endswith(".anon"):
         kind = "anon"
     else:
         kind = "loopback" if is_loopback_host(host) else "remote"
-    return {"url": shown, "kind": kind, "reachable": reachable, "comfyui_version": None, "devices": [],
-            "error": error.replace(url.rstrip("/"), shown.rstrip("/")) if error else None}
+    return {"url": shown_url(url), "kind": kind, "reachable": reachable, "comfyui_version": None, "devices": [],
+            "error": shown_error(url, error)}

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
+from ..jobs.options import command_options
 from ..jobs.workflow import OUTPUT_NODE, WorkflowError, input_node, nodes_of
 from ..store import commands
 
@@ -51,7 +52,7 @@ def check_graph(workflow: Any, node_types: Collection[str]) -> None:
                 raise WorkflowError(f"node {node_id!r} input {name!r} links to a missing node {value[0]!r}")
     if unknown:
         raise WorkflowError(f"node types not installed on this ComfyUI: {', '.join(sorted(unknown))}")
-    input_node(workflow)
+    command_options(workflow)  # one Telegram Input, and a well-formed declaration of options
     if not nodes_of(workflow, OUTPUT_NODE):
         raise WorkflowError("a command needs at least one Telegram Output node")
 

@@ -1,4 +1,9 @@
-"""ComfyUI backends jobs can run on, and whether they answered lately."""
+"""ComfyUI backends: the one record of each backend's capacity, health, drain state and models.
+
+Each host's dispatcher registers the backends it serves (``COURIER_BACKENDS``, or its own
+ComfyUI) and records its health checks here; the job claim (``claim_job``) reads these rows,
+so a drain or a failed check stops claims on every host at once.
+"""
 
 from __future__ import annotations
 
@@ -12,41 +17,47 @@ from .db import Db, acquire, query
 class Backend:
     id: int
     url: str
-    name: str
-    enabled: bool
+    capacity: int
+    healthy: bool
+    draining: bool
+    models: list[str]
     created_at: datetime
     last_seen_at: datetime | None
+    checked_at: datetime | None
     last_error: str | None
+    running: int = 0  # jobs running on it now; set by list_backends
 
 
-async def upsert_backend(db: Db, url: str, *, name: str = "") -> Backend:
-    """Register a backend by URL, or rename it if known."""
+async def register_backends(db: Db, urls: list[str], *, capacity: int = 1) -> list[Backend]:
+    """Add the backends not yet known, with ``capacity`` (known ones keep their state); their rows,
+    in ``urls`` order."""
     async with acquire(db) as conn:
-        return Backend(**await conn.fetchrow(query("upsert_backend"), url, name))
+        return [Backend(**await conn.fetchrow(query("register_backend"), url, capacity)) for url in urls]
 
 
-async def list_backends(db: Db, *, enabled_only: bool = False) -> list[Backend]:
+async def list_backends(db: Db, urls: list[str] | None = None) -> list[Backend]:
+    """All backends (only ``urls`` when given), oldest first, with their running job counts."""
     async with acquire(db) as conn:
-        return [Backend(**row) for row in await conn.fetch(query("list_backends"), enabled_only)]
+        return [Backend(**row) for row in await conn.fetch(query("list_backends"), urls)]
 
 
-async def set_backend_enabled(db: Db, backend_id: int, enabled: bool) -> Backend | None:
+async def record_check(db: Db, url: str, *, error: str | None = None, models: list[str] | None = None) -> bool:
+    """Record a health check: healthy unless ``error``; ``models`` replaces the model list when given.
+
+    True if it has recovered: it was unhealthy before, and is healthy now.
+    """
     async with acquire(db) as conn:
-        row = await conn.fetchrow(query("set_backend_enabled"), backend_id, enabled)
+        return bool(await conn.fetchval(query("record_check"), url, error, models))
+
+
+async def set_backend(db: Db, backend_id: int, *, draining: bool | None = None,
+                      capacity: int | None = None) -> Backend | None:
+    """Drain or undrain a backend, or change its capacity; None if there is no such backend.
+
+    Dispatchers are woken, so an undrained backend claims at once.
+    """
+    async with acquire(db) as conn, conn.transaction():
+        row = await conn.fetchrow(query("set_backend"), backend_id, draining, capacity)
+        if row is not None:
+            await conn.execute(query("notify_jobs"), "backends")
     return None if row is None else Backend(**row)
-
-
-async def backend_seen(db: Db, backend_id: int) -> None:
-    """The backend answered: stamp last_seen_at and clear last_error."""
-    async with acquire(db) as conn:
-        await conn.execute(query("backend_seen"), backend_id)
-
-
-async def backend_error(db: Db, backend_id: int, error: str) -> None:
-    async with acquire(db) as conn:
-        await conn.execute(query("backend_error"), backend_id, error)
-
-
-async def delete_backend(db: Db, backend_id: int) -> bool:
-    async with acquire(db) as conn:
-        return await conn.fetchval(query("delete_backend"), backend_id) is not None

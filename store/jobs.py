@@ -86,18 +86,18 @@ class Submitted(NamedTuple):
 
 async def submit(db: Db, *, user_id: int, chat_id: int, command: str, params: dict[str, Any],
                  profile: tuple = (None, None, None), reply_to_message_id: int | None = None,
-                 max_active: int | None = None, update: tuple[int, int] | None = None,
+                 max_active: int | None = None, update: tuple[int, int, int] | None = None,
                  quota: tuple[int, int] | None = None, max_attempts: int = 3) -> Submitted:
     """Queue a job in one round trip (one statement, its own transaction; see ``courier_submit``):
     the user's row refreshed from ``profile`` (username, first name, language), the per-user cap
     ``max_active`` checked (None: none), the job counted against ``quota`` (jobs per hour, per day;
-    None: none), and ``update`` (bot id, update id) recorded so that its second delivery queues
-    nothing. The dispatchers wake when it commits."""
-    bot_id, update_id = update if update is not None else (None, None)
+    None: none), and ``update`` (bot id, update id, part: the job's number among those the update
+    asks for) recorded so that its second delivery queues nothing. The dispatchers wake when it commits."""
+    bot_id, update_id, part = update if update is not None else (None, None, 0)
     per_hour, per_day = quota if quota is not None else (None, None)
     async with acquire(db) as conn:
         row = await conn.fetchrow(query("submit_job"), user_id, *profile, chat_id, command, params, max_attempts,
-                                  reply_to_message_id, max_active, per_hour, per_day, bot_id, update_id)
+                                  reply_to_message_id, max_active, per_hour, per_day, bot_id, update_id, part)
     return Submitted(*row)
 
 
@@ -108,7 +108,11 @@ async def queue_position(db: Db, job_id: int) -> int | None:
 
 
 async def claim(db: Db, worker: str, lease_s: float, *, backend: str | None = None) -> Job | None:
-    """Take the next job in fair order, leased to ``worker`` for ``lease_s`` seconds; None if none."""
+    """Take the next job in fair order, leased to ``worker`` for ``lease_s`` seconds; None if none.
+
+    On ``backend`` (a registered URL), only while it takes jobs and only jobs it has the models
+    for (see ``claim_job``); without one, any job.
+    """
     async with acquire(db) as conn:
         row = await conn.fetchrow(query("claim_job"), worker, float(lease_s), backend)
     return _job(row)
@@ -150,14 +154,14 @@ async def fail(db: Db, job_id: int, error: str, *, worker: str | None = None) ->
     return done is not None
 
 
-async def release(db: Db, job_id: int, worker: str, reason: str) -> bool:
-    """Put ``worker``'s running job back in the queue, e.g. when its backend is down.
+async def release(db: Db, job_id: int, worker: str, reason: str, *, count_attempt: bool = False) -> bool:
+    """Put ``worker``'s running job back in the queue (``reason`` is kept in ``error``).
 
-    The attempt does not count; ``reason`` is kept in ``error``. False if it was not running for
-    ``worker``.
+    The attempt counts only with ``count_attempt`` (its backend died under it), not when this
+    dispatcher merely stops. False if it was not running for ``worker``.
     """
     async with acquire(db) as conn, conn.transaction():
-        released = await conn.fetchval(query("release_job"), job_id, worker, reason) is not None
+        released = await conn.fetchval(query("release_job"), job_id, worker, reason, count_attempt) is not None
         if released:
             await conn.execute(query("notify_jobs"), str(job_id))
     return released

@@ -65,7 +65,8 @@ def leftovers(rows: Iterable[asyncpg.Record]) -> Leftovers:
 
 
 async def forget_user(db: Db, user_id: int) -> Leftovers:
-    """Delete the user's jobs, chat sessions, pending actions and profile; keep their ban and quota counters.
+    """Delete the user's jobs, chat sessions, pending actions, default options and profile; keep their ban
+    and quota counters.
 
     Cancel their active jobs first (their workers must stop writing to rows that are gone).
     """

@@ -29,7 +29,8 @@ def _load_pack():
 _load_pack()
 from comfyui_courier.tests.support import requires  # noqa: E402 - the pack is importable only now
 
-pytest_plugins = [f"{PACK_NAME}.tests.fixtures.{name}" for name in ("comfyui", "postgres", "botapi", "anyone")]
+pytest_plugins = [f"{PACK_NAME}.tests.fixtures.{name}"
+                  for name in ("comfyui", "postgres", "debian_postgres", "botapi", "anyone")]
 
 
 def _fail_a_missing_part(report, gpu: bool) -> None:

@@ -27,12 +27,6 @@ async def backend_url(request):
 
 
 @pytest.fixture
-async def fake_comfy():
-    async with FakeComfyUI() as fake:
-        yield fake
-
-
-@pytest.fixture
 async def courier(botapi, botapi_bot, pg_database, backend_url, tmp_path):
     async with running_courier(botapi, botapi_bot, pg_database, backend_url, tmp_path,
                                COURIER_ALLOWED_USERS=f"{USER}") as service:

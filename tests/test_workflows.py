@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from comfyui_courier.jobs.workflow import fill_job, requires_image
+from comfyui_courier.jobs.options import command_options, declared
+from comfyui_courier.jobs.seed import shipped_workflow
+from comfyui_courier.jobs.workflow import JOB_INPUT, OUTPUT_NODE, fill_job, nodes_of, requires_image
 from comfyui_courier.nodes.telegram_input import TelegramInput
 from comfyui_courier.nodes.telegram_output import TelegramOutput
 
@@ -29,7 +31,10 @@ LATENT_COMMANDS = ["f", "dev", "sd3", "wan"]  # sized by the Input's width/heigh
 
 INPUT = TelegramInput.NODE_ID
 OUTPUT = TelegramOutput.NODE_ID
-PROMPT, IMAGE, MASK, SEED, WIDTH, HEIGHT = range(6)
+PROMPT, IMAGE, MASK, SEED, WIDTH, HEIGHT, CHAT_ID, USER_ID, STEPS, NEGATIVE, BATCH = range(11)
+STEPPED = {"f", "dev", "sd3", "qwen"}  # --steps: the sampler's steps come from the Input (not wan's split passes)
+NEGATIVE_PROMPTED = {"sd3", "wan"}  # --neg: a real negative prompt (FLUX and qwen run at cfg 1: none)
+BATCHED = {"f", "dev", "sd3"}  # --n as one latent batch; wan (a batch would join the videos) and the rest: n jobs
 
 # Core nodes used by the workflows: output types, and the types of their inputs
 # that take links (ComfyUI v0.3.64). A workflow using a class missing here fails
@@ -136,7 +141,8 @@ def test_manifest_files_are_exactly_the_workflows_on_disk():
 def test_manifest_entry_is_well_formed(name):
     entry = MANIFEST[name]
     assert re.fullmatch(r"[a-z0-9_]{1,32}", name), "not a valid Telegram bot command"
-    assert set(entry) == {"file", "output", "models"}  # the description is in the catalogs: command_<name>
+    assert set(entry) == {"file", "output", "options", "models"}  # the description is in the catalogs: command_<name>
+    declared(entry["options"])  # well-formed
     assert entry["file"] == f"{name}.json"
     assert entry["output"] in ("image", "video")
     for model in entry["models"]:
@@ -172,6 +178,7 @@ def test_links_point_at_existing_outputs_of_the_right_type(name):
     for node_id, input_name, (source, index) in links(workflow):
         assert source in workflow, f"{node_id}.{input_name} -> missing node {source}"
         outputs = NODES[workflow[source]["class_type"]][0]
+        assert index < len(outputs), f"{node_id}.{input_name} -> {source}[{index}]"
         assert 0 <= index < len(outputs), f"{node_id}.{input_name} -> {source}[{index}]"
         expected = NODES[workflow[node_id]["class_type"]][1].get(input_name)
         assert expected == outputs[index], (
@@ -288,9 +295,9 @@ def test_dev_is_schnell_with_the_dev_model_and_its_settings():
         return node["inputs"]
 
     assert only(dev, "UNETLoader")["unet_name"] == "flux1-dev.safetensors"
-    assert only(dev, "KSampler")["steps"] == 20
+    assert only(dev, INPUT)["steps"] == 20
     assert only(dev, "CLIPTextEncodeFlux")["guidance"] == 3.5
-    assert only(schnell, "KSampler")["steps"] == 4
+    assert only(schnell, INPUT)["steps"] == 4
 
 
 @commands
@@ -308,7 +315,8 @@ def test_manifest_models_match_the_loaders(name):
 ODD = st.sampled_from(["\x00", "\ud800", "\u200b", "\U0001f600", "é", "\n", '"', "\\"])
 ODD_TEXT = st.text() | st.lists(ODD | st.text(max_size=4), max_size=12).map("".join)
 JOB_VALUES = st.fixed_dictionaries({"prompt": ODD_TEXT, "seed": st.integers(), "image": ODD_TEXT,
-                                    "chat_id": st.integers() | ODD_TEXT, "user_id": st.integers() | ODD_TEXT})
+                                    "chat_id": st.integers() | ODD_TEXT, "user_id": st.integers() | ODD_TEXT,
+                                    "job": ODD_TEXT})
 
 
 @commands
@@ -320,11 +328,47 @@ def test_filling_a_job_sets_exactly_the_inputs_values(name, values):
     filled = fill_job(workflow, **values)
     assert json.dumps(workflow) == original  # filled on a copy
     assert json.loads(json.dumps(filled, allow_nan=False)) == filled  # what POST /prompt sends
-    source = input_id(workflow)
-    assert {k: v for k, v in filled.items() if k != source} == {k: v for k, v in workflow.items() if k != source}
-    assert {k: v for k, v in filled[source].items() if k != "inputs"} == \
-        {k: v for k, v in workflow[source].items() if k != "inputs"}
+    source, outputs = input_id(workflow), nodes_of(workflow, OUTPUT_NODE)
+    assert {k: v for k, v in filled.items() if k != source and k not in outputs} == \
+        {k: v for k, v in workflow.items() if k != source and k not in outputs}
+    for node in (source, *outputs):
+        assert {k: v for k, v in filled[node].items() if k != "inputs"} == \
+            {k: v for k, v in workflow[node].items() if k != "inputs"}
     assert set(filled[source]["inputs"]) == set(workflow[source]["inputs"])
+    job = values.pop("job")
     expected = {**workflow[source]["inputs"], **values, "chat_id": str(values["chat_id"]),
                 "user_id": str(values["user_id"])}
     assert filled[source]["inputs"] == expected
+    for node in outputs:  # a new value each job: ComfyUI's cache never stands in for the node
+        assert filled[node]["inputs"] == {**workflow[node]["inputs"], JOB_INPUT: job}
+
+
+@commands
+def test_every_declared_option_reaches_the_graph(name):
+    """No option the manifest declares is dropped as useless: each sets something the graph uses."""
+    spec = command_options(shipped_workflow(MANIFEST[name]))
+    assert set(spec.ranges) == set(declared(MANIFEST[name]["options"]))
+
+
+@commands
+def test_steps_negative_and_batch_come_from_the_telegram_input(name):
+    workflow = load(name)
+    samplers = {node_id for node_id, n in workflow.items() if n["class_type"] in SAMPLERS}
+    assert {node_id for node_id, _ in consumers_of(workflow, STEPS)} == (samplers if name in STEPPED else set())
+    negatives = consumers_of(workflow, NEGATIVE)
+    assert bool(negatives) == (name in NEGATIVE_PROMPTED)
+    assert all(workflow[node_id]["class_type"] == "CLIPTextEncode" for node_id, _ in negatives)
+    batched = consumers_of(workflow, BATCH)
+    assert bool(batched) == (name in BATCHED)
+    assert all(workflow[node_id]["class_type"] in LATENT_SIZES and key == "batch_size" for node_id, key in batched)
+    assert command_options(shipped_workflow(MANIFEST[name])).batch == (name in BATCHED)
+
+
+@pytest.mark.parametrize("name", sorted(STEPPED))
+def test_the_input_keeps_each_sampler_s_default_steps(name):
+    assert load(name)[input_id(load(name))]["inputs"]["steps"] == {"f": 4, "qwen": 4, "dev": 20, "sd3": 20}[name]
+
+
+def test_wan_keeps_its_negative_prompt_as_the_input_s_default():
+    workflow = load("wan")
+    assert workflow[input_id(workflow)]["inputs"]["negative"].startswith("色调艳丽")

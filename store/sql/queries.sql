@@ -48,6 +48,16 @@ ON CONFLICT (user_id) DO UPDATE SET language = EXCLUDED.language;
 -- chosen_language --
 SELECT language FROM courier_users WHERE user_id = $1;
 
+-- get_user_options --
+SELECT options FROM courier_user_options WHERE user_id = $1;
+
+-- set_user_options --
+INSERT INTO courier_user_options (user_id, options) VALUES ($1, $2)
+ON CONFLICT (user_id) DO UPDATE SET options = EXCLUDED.options, updated_at = now();
+
+-- clear_user_options --
+DELETE FROM courier_user_options WHERE user_id = $1;
+
 -- get_session --
 SELECT * FROM courier_chat_sessions WHERE chat_id = $1 AND user_id = $2;
 
@@ -91,7 +101,7 @@ RETURNING id;
 
 -- submit_job --
 SELECT job_id, active, spent, duplicate
-FROM courier_submit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14);
+FROM courier_submit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15);
 
 -- notify_jobs --
 -- Wakes the dispatchers LISTENing on courier_jobs once the transaction commits.
@@ -122,11 +132,28 @@ CROSS JOIN turns o;
 -- claim_job --
 -- Gives the next job to worker $1 for $2 seconds, on backend $3: the oldest queued job of the
 -- user served least recently (never served first). Rows locked by a concurrent claim are skipped.
-WITH next AS (
+-- Nothing while the backend is unhealthy or draining. A job naming a
+-- model file that another backend taking jobs has and $3 lacks is left for that one (a backend
+-- counts while some host checks it: every few seconds, so within the last minute). $3 NULL:
+-- any job, no backend rules.
+WITH backend AS (
+    SELECT b.models
+    FROM courier_backends b
+    WHERE b.url = $3 AND b.healthy AND NOT b.draining
+    UNION ALL
+    SELECT NULL WHERE $3::text IS NULL
+), next AS (
     SELECT j.id
     FROM courier_jobs j
     JOIN courier_users u ON u.user_id = j.user_id
-    WHERE j.status = 'queued'
+    CROSS JOIN backend b
+    WHERE j.status = 'queued' AND (b.models IS NULL OR NOT EXISTS (
+        SELECT 1
+        FROM jsonb_path_query(j.params, '$.workflow.*.inputs.* ? (@.type() == "string")') AS input(value)
+        WHERE NOT b.models @> input.value AND EXISTS (
+            SELECT 1 FROM courier_backends o
+            WHERE o.healthy AND NOT o.draining AND o.checked_at > now() - interval '1 minute'
+                AND o.models @> input.value)))
     ORDER BY u.last_served_at ASC NULLS FIRST, j.id
     LIMIT 1
     FOR UPDATE OF j SKIP LOCKED
@@ -172,11 +199,11 @@ WHERE id = $1 AND status = 'running' AND ($5::text IS NULL OR worker = $5)
 RETURNING id;
 
 -- release_job --
--- Gives a running job of worker $2 back to the queue (say its backend was down); the attempt
--- does not count.
+-- Gives a running job of worker $2 back to the queue with reason $3. Unless $4 (its backend
+-- failed it), the attempt does not count (say this dispatcher is stopping).
 UPDATE courier_jobs
-SET status = 'queued', attempts = greatest(attempts - 1, 0), worker = NULL, lease_until = NULL,
-    started_at = NULL, progress = NULL, error = $3
+SET status = 'queued', attempts = CASE WHEN $4 THEN attempts ELSE greatest(attempts - 1, 0) END,
+    worker = NULL, lease_until = NULL, started_at = NULL, progress = NULL, error = $3
 WHERE id = $1 AND status = 'running' AND worker = $2
 RETURNING id;
 
@@ -275,25 +302,37 @@ UPDATE courier_commands SET enabled = $2, updated_at = now() WHERE name = $1 RET
 -- delete_command --
 DELETE FROM courier_commands WHERE name = $1 RETURNING name;
 
--- upsert_backend --
-INSERT INTO courier_backends (url, name) VALUES ($1, $2)
-ON CONFLICT (url) DO UPDATE SET name = EXCLUDED.name
+-- register_backend --
+INSERT INTO courier_backends (url, capacity) VALUES ($1, $2)
+ON CONFLICT (url) DO UPDATE SET url = EXCLUDED.url
 RETURNING *;
 
 -- list_backends --
-SELECT * FROM courier_backends WHERE enabled OR NOT $1 ORDER BY id;
+-- Every backend with how many jobs run on it now; only those of urls $1 unless NULL.
+SELECT b.*, (SELECT count(*) FROM courier_jobs j WHERE j.status = 'running' AND j.backend = b.url) AS running
+FROM courier_backends b
+WHERE $1::text[] IS NULL OR b.url = any($1::text[])
+ORDER BY b.id;
 
--- set_backend_enabled --
-UPDATE courier_backends SET enabled = $2 WHERE id = $1 RETURNING *;
+-- record_check --
+-- The outcome of a health check of backend $1: healthy (error $2 NULL, models $3 unless NULL)
+-- or not. Returns whether it has recovered (was unhealthy, is healthy now).
+UPDATE courier_backends b
+SET healthy = $2::text IS NULL,
+    last_error = $2,
+    checked_at = now(),
+    last_seen_at = CASE WHEN $2::text IS NULL THEN now() ELSE b.last_seen_at END,
+    models = CASE WHEN $2::text IS NULL THEN coalesce($3, b.models) ELSE b.models END
+FROM courier_backends before
+WHERE b.url = $1 AND before.id = b.id
+RETURNING NOT before.healthy AND b.healthy AS recovered;
 
--- backend_seen --
-UPDATE courier_backends SET last_seen_at = now(), last_error = NULL WHERE id = $1;
-
--- backend_error --
-UPDATE courier_backends SET last_error = $2 WHERE id = $1;
-
--- delete_backend --
-DELETE FROM courier_backends WHERE id = $1 RETURNING id;
+-- set_backend --
+-- Drains/undrains backend $1 (id) or sets its capacity; NULL leaves a value as it is.
+UPDATE courier_backends
+SET draining = coalesce($2, draining), capacity = coalesce($3, capacity)
+WHERE id = $1
+RETURNING *;
 
 -- insert_benchmark_run --
 INSERT INTO courier_benchmark_runs (workflow, device, host, comfyui_version, torch_version,
@@ -412,13 +451,15 @@ DELETE FROM courier_jobs WHERE user_id = $1
 RETURNING id, chat_id, backend, status_message_id, params->>'image_file_id' IS NOT NULL AS had_input, result;
 
 -- forget_user_rest --
--- The rest of user $1's data: chat sessions, pending actions, and the profile in their row. The
--- row itself stays with what access control needs: the ban, admin flag and turn in the queue;
--- the quota counters stay in courier_quota_events.
+-- The rest of user $1's data: chat sessions, pending actions, default options, and the profile in
+-- their row. The row itself stays with what access control needs: the ban, admin flag and turn in
+-- the queue; the quota counters stay in courier_quota_events.
 WITH sessions AS (
     DELETE FROM courier_chat_sessions WHERE user_id = $1
 ), pending AS (
     DELETE FROM courier_pending_actions WHERE user_id = $1
+), options AS (
+    DELETE FROM courier_user_options WHERE user_id = $1
 )
 UPDATE courier_users SET username = NULL, first_name = NULL, language_code = NULL, language = NULL
 WHERE user_id = $1;

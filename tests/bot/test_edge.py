@@ -15,19 +15,12 @@ import pytest
 from PIL import Image
 from telegram import Update
 
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
 
 USER = 111
 CHANNEL = -1001111
 GROUP = -1002222
 CLASS_NAME = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception)\b")
-
-
-@pytest.fixture
-async def fake_comfy():
-    async with FakeComfyUI() as fake:
-        yield fake
 
 
 @pytest.fixture

@@ -6,18 +6,11 @@ import json
 
 import pytest
 from comfyui_courier import i18n
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
 
 USER = 111
 OTHER = 222
 DEFAULT_SCOPE = json.dumps({"type": "default"}, sort_keys=True)
-
-
-@pytest.fixture
-async def fake_comfy():
-    async with FakeComfyUI() as fake:
-        yield fake
 
 
 def courier_for(botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
@@ -127,6 +120,7 @@ async def test_the_command_menu_is_published_in_every_language(courier, botapi_b
         menu = {c["command"]: c["description"] for c in botapi_bot.commands[(DEFAULT_SCOPE, language)]}
         assert menu["demo"] == said(language, "command_demo")
         assert menu["lang"] == said(language, "menu_lang")
-        assert list(menu)[-6:] == ["help", "status", "cancel", "quota", "lang", "forget"]
+        assert menu["settings"] == said(language, "menu_settings")
+        assert list(menu)[-7:] == ["help", "status", "cancel", "quota", "lang", "forget", "settings"]
     fallback = {c["command"]: c["description"] for c in botapi_bot.commands[(DEFAULT_SCOPE, "")]}
     assert fallback["help"] == said("en", "menu_help")  # COURIER_LANGUAGE for every other language

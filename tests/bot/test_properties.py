@@ -46,7 +46,7 @@ STRANGER = 333
 ANONYMOUS_ADMIN = 1087968824
 NOW = dtm.datetime(2026, 1, 1, tzinfo=dtm.timezone.utc)
 HOSTILE = "\x00\x07\x1b\x7f\x85\r\n\t\ud800\udbff\udc00\udfff\u200b\u200c\u200d\u2060\ufeff\u3164\u202e /@_"
-COMMANDS = ("demo", "demoedit", "f", "qwen", "help", "start", "status", "cancel", "bench", "compare", "nosuch",
+COMMANDS = ("demo", "demoedit", "f", "qwen", "help", "start", "status", "cancel", "bench", "compare", "settings", "nosuch",
             "DEMO", "x" * 33)
 MIME_TYPES = ("image/png", "image/jpeg", "image/webp", "image/svg+xml", "text/plain", "application/pdf",
               "video/mp4", "", None)
@@ -98,9 +98,14 @@ def person(user_id: int):
                      language_code=st.sampled_from(["en", "de", "ru", "de-AT", "fr", None]) | texts)
 
 
+OPTION_WORDS = ("--seed", "--ar", "--size", "--steps", "--n", "--neg", "—seed", "--colour", "7", "16:9", "512x512",
+                "99", "reset", "demo")
+with_options = st.lists(st.sampled_from(OPTION_WORDS) | texts, max_size=6).map(" ".join)
+
+
 def command_text(names=st.sampled_from(("demoedit",) * 3 + ("demo",) * 3 + COMMANDS)):
     return st.builds(lambda name, sep, args: f"/{name}{sep}{args}", names,
-                     st.sampled_from(["", " ", " ", "\u200b", "@{bot} ", "@other_bot "]), texts | blanks)
+                     st.sampled_from(["", " ", " ", "\u200b", "@{bot} ", "@other_bot "]), texts | blanks | with_options)
 
 
 def content(picture_only: bool = False):
@@ -206,6 +211,13 @@ CORPUS = [  # issue 9's cases, always among the examples
     _private("/demo let me in", user_id=STRANGER),
     _private("/nosuch thing"),
     _private("/demoedit", user_id=ALLOWED[1]),
+    _private("/demo --seed 7 --ar 16:9 a card"),
+    _private("/demo --colour red a card"),
+    _private("/f --steps 99 a cat"),
+    _private("/help demo"),
+    _private("/settings --ar 16:9"),
+    _private("/settings"),
+    _private("/settings reset"),
 ]
 
 
@@ -309,5 +321,6 @@ async def test_any_update_is_answered_from_the_catalog_or_not_at_all(harness):
     await asyncio.to_thread(check)
     # the examples (the corpus, at least) went down the paths this is about, not only the quiet ones
     for key in ("silent", "queued", "not_allowed", "anonymous_sender", "hint_text", "hint_media", "not_an_image",
-                "bad_image", "needs_image", "missing_prompt", "unknown_command"):
+                "bad_image", "needs_image", "missing_prompt", "unknown_command", "option_unknown",
+                "option_bad_number", "help_command", "settings_saved", "settings_cleared"):
         assert outcomes[key], outcomes

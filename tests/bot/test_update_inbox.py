@@ -70,6 +70,25 @@ async def test_an_update_polled_again_after_a_restart_queues_nothing_twice(botap
     assert len(replies_to(botapi_bot, request)) == 1
 
 
+async def test_an_update_asking_for_several_jobs_is_recorded_per_job_and_queues_them_once(
+        botapi, botapi_bot, pg_database, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="courier.submit")
+    config = settings(botapi, botapi_bot, pg_database)
+    async with started(Courier(config, Path(tmp_path), None)) as first:
+        request = botapi_bot.inject_text(USER, "/demo --n 3 thrice")  # /demo takes no batch: three jobs
+        update = botapi_bot.updates[-1]
+        await botapi.wait_for(lambda: len(replies_to(botapi_bot, request)) == 3, timeout=30)
+        jobs, inbox = await jobs_and_inbox(first)
+        assert sorted((row["update_id"], row["job_id"]) for row in inbox) == [
+            (update["update_id"], job["id"]) for job in sorted(jobs, key=lambda job: job["id"])]
+    botapi_bot.updates.append(update)
+    async with started(Courier(config, Path(tmp_path), None)) as second:
+        await handled_before(botapi, caplog, update["update_id"])
+        jobs, inbox = await jobs_and_inbox(second)
+    assert [row["prompt"] for row in jobs] == ["thrice"] * 3 and len(inbox) == 3
+    assert len(replies_to(botapi_bot, request)) == 3
+
+
 async def test_a_webhook_retry_queues_nothing_twice_and_the_first_answer_came_after_commit(
         botapi, botapi_bot, pg_database, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="courier.submit")

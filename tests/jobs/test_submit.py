@@ -134,19 +134,20 @@ async def test_no_queued_reply_for_a_job_that_started_before_it(store):
 
 async def test_an_update_submitted_twice_queues_one_job_and_is_told_once(store):
     chat = Chat()
-    update = (7000, 12)
+    update = (7000, 12, 0)
     assert await submit_one(store, chat, update=update) is not None
     assert await submit_one(store, chat, update=update) is None  # redelivered: nothing, not even a refusal
-    assert await submit_one(store, chat, update=(7001, 12)) is not None  # another bot's update 12
-    assert (chat.posted, chat.refused) == ([1, 2], [])
-    assert len(await jobs.list_queue(store.pool, user_id=USER)) == 2
+    assert await submit_one(store, chat, update=(7001, 12, 0)) is not None  # another bot's update 12
+    assert await submit_one(store, chat, max_active=3, update=(7000, 12, 1)) is not None  # its 2nd job (--n 2)
+    assert (chat.posted, chat.refused) == ([1, 2, 3], [])
+    assert len(await jobs.list_queue(store.pool, user_id=USER)) == 3
 
 
 async def test_an_update_refused_at_the_cap_is_refused_once(store):
     chat = Chat()
     await submit_one(store, chat, max_active=1)
-    assert await submit_one(store, chat, max_active=1, update=(7000, 5)) is None
-    assert await submit_one(store, chat, max_active=1, update=(7000, 5)) is None
+    assert await submit_one(store, chat, max_active=1, update=(7000, 5, 0)) is None
+    assert await submit_one(store, chat, max_active=1, update=(7000, 5, 0)) is None
     assert chat.refused == [1]
 
 
@@ -155,7 +156,7 @@ async def test_the_cap_holds_under_a_flood_of_one_users_commands(store):
     """40 commands of one user at once, each in its own connection: exactly the cap is queued."""
     chat = Chat()
     queued = await asyncio.gather(*(submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={},
-                                           max_active=3, update=(7000, n), refuse=chat.refuse) for n in range(40)))
+                                           max_active=3, update=(7000, n, 0), refuse=chat.refuse) for n in range(40)))
     assert len([job_id for job_id in queued if job_id is not None]) == 3
     assert sorted(chat.refused) == [3] * 37
     assert len(await jobs.list_queue(store.pool, user_id=USER)) == 3

@@ -12,6 +12,7 @@ import pytest
 from comfyui_courier.nodes import NODE_CLASS_MAPPINGS
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
+MANIFEST = json.loads((WORKFLOWS / "api" / "commands.json").read_text(encoding="utf-8"))
 TEMPLATES = sorted(p.stem for p in WORKFLOWS.glob("*.json"))
 SEEDED_WIDGET = "control_after_generate"  # the editor stores seed's "randomize" right after it
 
@@ -49,3 +50,5 @@ def test_template_is_the_seed_in_ui_format(name):
             values = dict(zip(widget_names(node["type"]), node["widgets_values"], strict=True))
             seeded = {k: v for k, v in api[node_id]["inputs"].items() if not isinstance(v, list)}
             assert {k: values[k] for k in seeded} == seeded
+            if node["type"] == "CourierTelegramInput":  # published from the editor, it offers what the seed does
+                assert values["options"] == MANIFEST[name]["options"]

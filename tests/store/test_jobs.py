@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from comfyui_courier.store import jobs
+from comfyui_courier.store import backends, jobs
 from comfyui_courier.store.pool import connect
 
 A, B, C = 101, 202, 303
@@ -105,6 +105,7 @@ async def test_a_live_lease_is_left_alone(store):
 async def test_progress_then_success(store):
     job_id = await enqueue(store, A)
     assert not await jobs.set_progress(store.pool, job_id, {"value": 1})  # not running yet
+    await backends.register_backends(store.pool, ["http://127.0.0.1:8188"])
     await jobs.claim(store.pool, "w", 60, backend="http://127.0.0.1:8188")
     assert await jobs.set_progress(store.pool, job_id, {"value": 3, "max": 20})
     assert await jobs.adopt_status_message(store.pool, job_id, 77) == 77
@@ -135,10 +136,13 @@ async def test_release_gives_the_job_back_without_counting_the_attempt(store):
     job = await jobs.get_job(store.pool, job_id)
     assert (job.status, job.attempts, job.worker, job.error) == ("queued", 0, None, "backend down")
     assert (await jobs.claim(store.pool, "w2", 60)).id == job_id
+    assert await jobs.release(store.pool, job_id, "w2", "its backend died", count_attempt=True)
+    assert (await jobs.get_job(store.pool, job_id)).attempts == 1  # that attempt counts
 
 
 async def test_cancel_user_jobs_returns_the_running_ones(store):
     running_id = await enqueue(store, A)
+    await backends.register_backends(store.pool, ["http://b"])
     await jobs.claim(store.pool, "w", 60, backend="http://b")
     queued_ids = [await enqueue(store, A), await enqueue(store, A)]
     other_user = await enqueue(store, B)

@@ -66,20 +66,22 @@ async def test_database_errors_are_store_errors_with_the_cause(store):
     assert type(caught.value.__cause__).__name__ == "CheckViolationError"
 
 
-async def test_backends(store):
-    local = await backends.upsert_backend(store.pool, "http://127.0.0.1:8188", name="local")
-    again = await backends.upsert_backend(store.pool, "http://127.0.0.1:8188", name="here")
-    assert (again.id, again.name, again.enabled) == (local.id, "here", True)
-    remote = await backends.upsert_backend(store.pool, "http://" + "a" * 56 + ".anon")
-    await backends.backend_error(store.pool, remote.id, "SOCKS timeout")
-    await backends.backend_seen(store.pool, local.id)
-    listed = {b.id: b for b in await backends.list_backends(store.pool)}
-    assert listed[remote.id].last_error == "SOCKS timeout" and listed[remote.id].last_seen_at is None
-    assert listed[local.id].last_seen_at is not None and listed[local.id].last_error is None
-    assert not (await backends.set_backend_enabled(store.pool, remote.id, False)).enabled
-    assert [b.id for b in await backends.list_backends(store.pool, enabled_only=True)] == [local.id]
-    assert await backends.delete_backend(store.pool, remote.id)
-    assert not await backends.delete_backend(store.pool, remote.id)
+async def test_backends_are_registered_once_and_keep_their_state(store):
+    local, remote = await backends.register_backends(store.pool, ["http://127.0.0.1:8188", "http://" + "a" * 56 + ".anon"])
+    assert (local.capacity, local.healthy, local.draining, local.models, local.checked_at) == (1, True, False, [], None)
+    await backends.set_backend(store.pool, remote.id, draining=True, capacity=3)
+    assert not await backends.record_check(store.pool, remote.url, error="SOCKS timeout")  # down: no recovery
+    assert not await backends.record_check(store.pool, local.url, models=["a.safetensors"])  # was healthy
+    (again,) = await backends.register_backends(store.pool, [remote.url])
+    assert (again.id, again.draining, again.capacity, again.healthy, again.last_error) == (
+        remote.id, True, 3, False, "SOCKS timeout")
+    assert await backends.record_check(store.pool, remote.url)  # recovered; its models kept (none)
+    listed = await backends.list_backends(store.pool)
+    assert [(b.url, b.healthy, b.models, b.running) for b in listed] == [
+        (local.url, True, ["a.safetensors"], 0), (remote.url, True, [], 0)]
+    assert listed[1].last_error is None and listed[1].last_seen_at >= listed[1].checked_at
+    assert [b.id for b in await backends.list_backends(store.pool, [remote.url])] == [remote.id]
+    assert await backends.set_backend(store.pool, 999, draining=True) is None
 
 
 async def test_benchmark_runs(store):

@@ -26,3 +26,9 @@ async def running_courier(botapi, botapi_bot, pg_database: str, backend_url: str
         yield service
     finally:
         await service.stop()
+
+
+def replies_to(request: dict):
+    """Whether a Bot API call answers ``request`` (message ids count per chat: the chat must match too)."""
+    return lambda call: (call.result.get("chat", {}).get("id") == request["chat"]["id"]
+                         and call.result.get("reply_to_message", {}).get("message_id") == request["message_id"])

@@ -50,3 +50,11 @@ def require_module(name: str, hint: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError:
         missing(f"{name} is not installed ({hint})")
+
+
+def require_debian_postgres() -> Path:
+    """The bin directory of Debian's ``postgresql`` package (the newest major installed)."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
+    if not found:
+        missing("Debian's PostgreSQL server is not installed (apt-get install postgresql)")
+    return found[-1].parent

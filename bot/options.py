@@ -1,0 +1,123 @@
+"""Options in the command text: ``/f --seed 7 --ar 16:9 a cat --neg blurry``.
+
+An option is a word made of ``--`` (or the dash a phone's keyboard turns it into, — or –) and a
+name, anywhere in the text. It takes the next word as its value; ``--neg`` takes the text up
+to the next option. What is left, in order, is the prompt. What each option means, and its
+checks, are in ``jobs/options.py``; this module reads and writes the text, and says what is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from ..jobs.options import MAX_SEED, TARGETS, OptionError, OptionSpec, check
+from .parsing import is_blank, strip_blank
+
+OPTION = re.compile(r"(?:--|—|–)([A-Za-z][A-Za-z0-9_]*)")
+REST = "neg"  # the option whose value is the text up to the next option
+EXAMPLES = {"seed": "7", "ar": "16:9", "size": "1024x768", "steps": "4", "n": "2", "neg": "blurry"}
+SHOWN = ("seed", "ar", "size", "steps", "n", "neg")  # the order /help and the errors list them in
+
+Pairs = list[tuple[str, str | None]]
+
+
+def words_of(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each word: a run of characters that are not blank (``parsing.is_blank``)."""
+    spans, start = [], None
+    for index, char in enumerate(text + " "):
+        if is_blank(char) and start is not None:
+            spans.append((start, index))
+            start = None
+        elif not is_blank(char) and start is None:
+            start = index
+    return spans
+
+
+def split_options(text: str) -> tuple[str, Pairs]:
+    """(prompt, [(option name, value or None), ...]) of a command's text; names lowercased."""
+    spans = words_of(text)
+    words = [text[begin:end] for begin, end in spans]
+    is_option = [OPTION.fullmatch(word) is not None for word in words]
+    parts, pairs, start, i = [], [], 0, 0
+    while i < len(words):
+        if not is_option[i]:
+            i += 1
+            continue
+        parts.append(text[start:spans[i][0]])
+        name = OPTION.fullmatch(words[i])[1].lower()
+        if name == REST:
+            after = next((k for k in range(i + 1, len(words)) if is_option[k]), len(words))
+            start = spans[after][0] if after < len(words) else len(text)
+            value = strip_blank(text[spans[i][1]:start]) or None
+            i = after
+        else:
+            value = words[i + 1] if i + 1 < len(words) and not is_option[i + 1] else None
+            i += 1 if value is None else 2
+            start = spans[i - 1][1]
+        pairs.append((name, value))
+    parts.append(text[start:])
+    return " ".join(part for part in map(strip_blank, parts) if part), pairs
+
+
+def format_options(pairs: Iterable[tuple[str, str]], prompt: str = "") -> str:
+    """The text ``split_options`` reads back as (prompt, pairs): ``--neg`` last, after the prompt."""
+    pairs = list(pairs)
+    words = [f"--{name} {value}" for name, value in pairs if name != REST]
+    words += [prompt] + [f"--{name} {value}" for name, value in pairs if name == REST]
+    return " ".join(word for word in words if word)
+
+
+def choose(typed: Pairs, defaults: Pairs, spec: OptionSpec) -> tuple[dict, Pairs]:
+    """(target -> checked value, the pairs used) of the typed options over the user's defaults.
+
+    A typed option must be offered and valid (else OptionError); a default is used only where
+    the command offers it, takes its value, and nothing typed sets the same thing.
+    """
+    chosen, used, by = {}, [], {}
+    for name, value in typed:
+        target, checked = check(name, value, spec)
+        if target in chosen:
+            both = name if by[target] == name else "/--".join((by[target], name))  # --ar/--size
+            raise OptionError("option_twice", name=both)
+        chosen[target], by[target] = checked, name
+        used.append((name, value))
+    for name, value in defaults:
+        if TARGETS.get(name) in chosen:
+            continue
+        try:
+            target, checked = check(name, value, spec)
+        except OptionError:
+            continue  # this command cannot take it: its own default stands
+        chosen[target] = checked
+        used.append((name, value))
+    return chosen, used
+
+
+def offered(spec: OptionSpec) -> list[str]:
+    """The option names the command takes, in the order /help lists them."""
+    return [name for name in SHOWN if spec.offers(TARGETS[name])]
+
+
+def option_message(error: OptionError, say: Callable[..., str], command: str, spec: OptionSpec) -> str:
+    """The user's message for ``error`` in the command ``command``."""
+    extra = {"command": command, "offered": ", ".join(f"--{name}" for name in offered(spec))}
+    if error.key == "option_no_value":
+        extra["example"] = f"--{error.params['name']} {EXAMPLES.get(error.params['name'], '')}"
+    return say(error.key, **error.params, **extra)
+
+
+def option_lines(spec: OptionSpec, say: Callable[..., str]) -> list[str]:
+    """One line per option the command takes, for /help <command>."""
+    width, height = spec.size
+    size = spec.ranges.get("size") or (None, None)
+    steps = spec.ranges.get("steps") or (None, None)
+    lines = {
+        "seed": lambda: say("help_opt_seed", high=MAX_SEED),
+        "ar": lambda: say("help_opt_ar", limit=format(spec.max_ratio, "g"), width=width, height=height),
+        "size": lambda: say("help_opt_size", low=size[0], high=size[1], width=width, height=height),
+        "steps": lambda: say("help_opt_steps", low=steps[0], high=steps[1], default=spec.steps),
+        "n": lambda: say("help_opt_n", high=spec.ranges.get("n", (1, 1))[1]),
+        "neg": lambda: say("help_opt_neg"),
+    }
+    return [lines[name]() for name in offered(spec)]

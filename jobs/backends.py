@@ -1,0 +1,106 @@
+"""Health checks of the backends one dispatcher serves, recorded in the backends table.
+
+Every ``INTERVAL_S`` each backend is asked ``/system_stats``; an unreachable one is marked
+unhealthy, and the job claim (``store/sql/queries.sql``: ``claim_job``) stops giving it jobs
+until a check succeeds again. On recovery and every ``MODELS_REFRESH_S`` its ``/object_info``
+is read too, for the model files its loaders offer: a job naming a model file goes only to a
+backend that has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..logs import get_logger
+from ..store import StoreError, backends
+from .comfy_client import ComfyClient, ComfyError
+from .errors import is_model_file
+
+log = get_logger("backends")
+
+INTERVAL_S = 5.0
+TIMEOUT_S = 10.0
+MODELS_REFRESH_S = 60.0
+
+
+def shown_url(url: str) -> str:
+    """``url`` without credentials (``http://user:pass@host``), to show to admins."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def shown_error(url: str, error: str | None) -> str | None:
+    """A backend's error with its URL shown as ``shown_url`` does."""
+    return error.replace(url.rstrip("/"), shown_url(url).rstrip("/")) if error else None
+
+
+def models_offered(object_info: Mapping[str, Any]) -> list[str]:
+    """The model file names offered as choices of some node's input (a loader's ``ckpt_name``...)."""
+    names = set()
+    for schema in object_info.values():
+        for section in (schema.get("input") or {}).values():  # required, optional, hidden
+            for spec in section.values() if isinstance(section, dict) else ():
+                names.update(o for o in _options(spec) if isinstance(o, str) and is_model_file(o))
+    return sorted(names)
+
+
+def _options(spec: Any) -> list:
+    """The choices of an input spec: ``[[option, ...], {...}]``, or V3's ``["COMBO", {"options": [...]}]``."""
+    if not isinstance(spec, list) or not spec:
+        return []
+    if isinstance(spec[0], list):
+        return spec[0]
+    if spec[0] == "COMBO" and len(spec) > 1 and isinstance(spec[1], dict):
+        return spec[1].get("options") or []
+    return []
+
+
+class HealthChecks:
+    """Checks ``clients`` when asked (``check_all``); ``on_recovered()`` when one takes jobs again."""
+
+    def __init__(self, pool, clients: list[ComfyClient], on_recovered: Callable[[], object]):
+        self.pool = pool
+        self.clients = clients
+        self.on_recovered = on_recovered
+        self._models_read_at: dict[str, float] = {}
+
+    async def check_all(self) -> None:
+        await asyncio.gather(*(self.check(client) for client in self.clients))
+
+    async def check(self, client: ComfyClient) -> None:
+        url = client.base_url
+        try:
+            models = await asyncio.wait_for(self._probe(client), TIMEOUT_S)
+        except (ComfyError, asyncio.TimeoutError) as exc:
+            await self.mark_down(url, str(exc) or f"no answer within {TIMEOUT_S:.0f} s")
+            return
+        try:
+            if await backends.record_check(self.pool, url, models=models):
+                log.info("backend %s answers again", shown_url(url))
+                self.on_recovered()
+        except StoreError:
+            log.exception("recording the health of %s failed", shown_url(url))
+
+    async def mark_down(self, url: str, error: str) -> None:
+        """Stop claims on ``url`` until a check succeeds (a worker calls this when a job lost it)."""
+        self._models_read_at.pop(url, None)  # read them again once it is back
+        try:
+            await backends.record_check(self.pool, url, error=shown_error(url, error))
+        except StoreError:
+            log.exception("recording the health of %s failed", shown_url(url))
+
+    async def _probe(self, client: ComfyClient) -> list[str] | None:
+        """Ask the backend; its model list when due (None: keep the recorded one)."""
+        await client.system_stats()
+        read_at = self._models_read_at.get(client.base_url)
+        if read_at is not None and time.monotonic() - read_at < MODELS_REFRESH_S:
+            return None
+        models = models_offered(await client.object_info())
+        self._models_read_at[client.base_url] = time.monotonic()
+        return models

@@ -1,0 +1,198 @@
+"""A command's options: what its workflow lets a user set, checked, and the Input values they give.
+
+A command declares its options on its Telegram Input, in the ``options`` input (commands.json
+writes it for the shipped commands; the node's widget holds it for published ones), for example
+``size=256-2048 steps=1-8 n=4 neg``: a name, optionally ``=low-high`` (or ``=high`` from 1). An
+option is offered only where the graph uses what it sets, so it never silently does nothing:
+``size`` where the Input's width, height or prompt card feeds a node, ``steps`` and ``neg`` where
+their outputs do. ``seed`` is always offered; ``n`` wherever it is declared: one batch when the
+graph takes the Input's ``batch`` output, else ``n`` jobs from seeds seed, seed + 1, ...
+
+A bad value raises ``OptionError``: a message key of the i18n catalog and its parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .workflow import WorkflowError, input_node, used_outputs
+
+MAX_SEED = 0xFFFFFFFFFFFFFFFF  # what the Telegram Input and ComfyUI's samplers take
+MAX_N = 4
+SIZE_LIMITS = (16, 8192)  # the Input's width and height widgets
+STEPS_LIMITS = (1, 10000)  # ComfyUI's samplers
+DEFAULT_SIZE, DEFAULT_STEPS = 1024, 20  # the Input's widgets' defaults: what a graph that leaves them out runs with
+DEFAULT_RANGES = {"size": (256, 2048), "steps": (1, 100), "n": (1, MAX_N), "neg": None}
+LIMITS = {"size": SIZE_LIMITS, "steps": STEPS_LIMITS, "n": (1, MAX_N), "neg": None}
+DEFAULT_DECLARATION = "size steps n neg"
+"""What an Input without an ``options`` input offers (the widget's default, and old graphs')."""
+TARGETS = {"seed": "seed", "ar": "size", "size": "size", "steps": "steps", "n": "n", "neg": "neg"}
+"""Option name as typed -> what it sets (``--ar`` and ``--size`` both set the size)."""
+AR_STEP, SIZE_STEP = 16, 8  # sides from --ar are rounded to multiples of 16, from --size to 8
+
+# Outputs of the Telegram Input (nodes/telegram_input.py RETURN_NAMES)
+IMAGE, WIDTH, HEIGHT, STEPS, NEGATIVE, BATCH = 1, 4, 5, 8, 9, 10
+
+_ITEM = re.compile(r"([a-z]+)(?:=([0-9]{1,5})(?:-([0-9]{1,5}))?)?")
+_SIZE = re.compile(r"([0-9]{1,5})[xX×]([0-9]{1,5})")
+_RATIO = re.compile(r"([0-9]{1,4}):([0-9]{1,4})")
+
+
+class OptionError(ValueError):
+    """A typed option cannot be used; ``key`` and ``params`` make the user's message."""
+
+    def __init__(self, key: str, **params: Any):
+        super().__init__(f"{key} {params}")
+        self.key, self.params = key, params
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionSpec:
+    """What one command offers: target -> (low, high), or None for a text; plus its defaults."""
+
+    ranges: Mapping[str, tuple[int, int] | None]
+    size: tuple[int, int] = (DEFAULT_SIZE, DEFAULT_SIZE)  # the Input's width and height: what --ar keeps the area of
+    steps: int = DEFAULT_STEPS  # the Input's steps
+    batch: bool = False  # --n makes one batch (else n jobs)
+
+    def offers(self, target: str) -> bool:
+        return target == "seed" or target in self.ranges
+
+    @property
+    def max_ratio(self) -> float:
+        """The widest aspect ratio --ar can give within the size range, keeping the area (to 1/100)."""
+        low, high = self.ranges["size"]
+        area = self.size[0] * self.size[1]
+        return math.floor(100 * min(high * high / area, area / (low * low))) / 100
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One job of a command: its seed and the values it sets on the Telegram Input."""
+
+    seed: int
+    inputs: dict[str, Any]
+
+
+def declared(text: str) -> dict[str, tuple[int, int] | None]:
+    """The options a declaration names, with their ranges; ValueError (saying why) if it is malformed."""
+    ranges: dict[str, tuple[int, int] | None] = {}
+    for item in text.replace(",", " ").lower().split():
+        match = _ITEM.fullmatch(item)
+        if not match or match[1] not in DEFAULT_RANGES:
+            raise ValueError(f"options: {item!r} is not one of {', '.join(DEFAULT_RANGES)} "
+                             "(with =low-high or =high where it takes a number)")
+        name, first, second = match.groups()
+        limits = LIMITS[name]
+        if first is None:
+            ranges[name] = DEFAULT_RANGES[name]
+            continue
+        if limits is None:
+            raise ValueError(f"options: {name} takes no range")
+        low, high = (int(first), int(second)) if second is not None else (limits[0], int(first))
+        if not limits[0] <= low <= high <= limits[1]:
+            raise ValueError(f"options: {name} must lie within {limits[0]}-{limits[1]}, low before high")
+        ranges[name] = (low, high)
+    return ranges
+
+
+def command_options(workflow: dict) -> OptionSpec:
+    """The options the command's workflow offers; WorkflowError if its declaration is malformed."""
+    inputs = workflow[input_node(workflow)].get("inputs", {})
+    declaration = inputs.get("options", DEFAULT_DECLARATION)
+    if not isinstance(declaration, str):
+        raise WorkflowError("options: the Telegram Input's options must be a text")
+    try:
+        ranges = declared(declaration)
+    except ValueError as exc:
+        raise WorkflowError(str(exc)) from None
+    used = used_outputs(workflow)
+    card = IMAGE in used and not inputs.get("require_image", False)  # the prompt card, sized width x height
+    reaches = {"size": bool({WIDTH, HEIGHT} & used) or card, "steps": STEPS in used,
+               "neg": NEGATIVE in used, "n": True}
+    return OptionSpec({name: rng for name, rng in ranges.items() if reaches[name]},
+                      size=(_number_or(inputs.get("width"), DEFAULT_SIZE), _number_or(inputs.get("height"), DEFAULT_SIZE)),
+                      steps=_number_or(inputs.get("steps"), DEFAULT_STEPS), batch=BATCH in used)
+
+
+def _number_or(value: Any, default: int) -> int:
+    """A widget's whole number; ``default`` where it is missing or a link (a widget turned input)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+WIDEST = OptionSpec(dict(LIMITS))
+"""Every option at the widest range a graph can take: what a user's default options are checked against."""
+
+
+def check(name: str, value: str | None, spec: OptionSpec) -> tuple[str, Any]:
+    """(target, value) of the typed option ``--name value``; OptionError if it cannot be used."""
+    target = TARGETS.get(name)
+    if target is None or not spec.offers(target):
+        raise OptionError("option_unknown", name=name)
+    if value is None:
+        raise OptionError("option_no_value", name=name)
+    if name == "neg":
+        return target, value
+    if name == "ar":
+        return target, _ratio_size(value, spec)
+    if name == "size":
+        return target, _size(value, spec)
+    low, high = (0, MAX_SEED) if name == "seed" else spec.ranges[name]
+    return target, _number(name, value, low, high)
+
+
+def _number(name: str, value: str, low: int, high: int) -> int:
+    number = int(value) if value.isascii() and value.isdigit() else None
+    if number is None or not low <= number <= high:
+        raise OptionError("option_bad_number", name=name, value=_shown(value), low=low, high=high)
+    return number
+
+
+def _size(value: str, spec: OptionSpec) -> tuple[int, int]:
+    low, high = spec.ranges["size"]
+    match = _SIZE.fullmatch(value)
+    sides = (int(match[1]), int(match[2])) if match else ()
+    if not sides or not all(low <= side <= high for side in sides):
+        raise OptionError("option_bad_size", value=_shown(value), low=low, high=high)
+    return tuple(_round(side, SIZE_STEP, low, high) for side in sides)
+
+
+def _ratio_size(value: str, spec: OptionSpec) -> tuple[int, int]:
+    low, high = spec.ranges["size"]
+    limit = spec.max_ratio
+    match = _RATIO.fullmatch(value)
+    ratio = int(match[1]) / int(match[2]) if match and int(match[1]) and int(match[2]) else 0
+    if not 1 / limit <= ratio <= limit:
+        raise OptionError("option_bad_ar", value=_shown(value), limit=format(limit, "g"))
+    area = spec.size[0] * spec.size[1]
+    return _round(math.sqrt(area * ratio), AR_STEP, low, high), _round(math.sqrt(area / ratio), AR_STEP, low, high)
+
+
+def _round(side: float, step: int, low: int, high: int) -> int:
+    return min(high, max(low, step * round(side / step)))
+
+
+def _shown(value: str) -> str:
+    return value if len(value) <= 24 else value[:23] + "…"
+
+
+def plan(chosen: Mapping[str, Any], spec: OptionSpec, seed: int) -> list[Run]:
+    """The jobs of one command: ``chosen`` (target -> value, from ``check``) over ``seed`` if it has none."""
+    n = chosen.get("n", 1)
+    seed = chosen.get("seed", seed)
+    if seed + n - 1 > MAX_SEED:
+        raise OptionError("option_bad_number", name="seed", value=str(seed), low=0, high=MAX_SEED - n + 1)
+    inputs: dict[str, Any] = {}
+    if "size" in chosen:
+        inputs["width"], inputs["height"] = chosen["size"]
+    if "steps" in chosen:
+        inputs["steps"] = chosen["steps"]
+    if "neg" in chosen:
+        inputs["negative"] = chosen["neg"]
+    if spec.batch:
+        return [Run(seed, {**inputs, "batch": n} if "n" in chosen else inputs)]
+    return [Run(seed + i, dict(inputs)) for i in range(n)]
