@@ -138,3 +138,13 @@ async def test_a_user_who_blocked_the_bot_has_their_jobs_ended_without_retries(c
     async with courier.store.pool.acquire() as conn:
         assert await conn.fetchval("SELECT attempts FROM courier_jobs WHERE id = $1", row["id"]) == 1
     assert len([c for c in botapi_bot.calls if c.method == "sendDocument"]) == 1  # no retry of a 403
+
+
+async def test_the_backend_retrying_notice_is_never_dropped_by_the_progress_throttle(botapi, botapi_bot, pg_database,
+                                                                                    fake_comfy, tmp_path):
+    fake_comfy.refuse_websockets = True  # up for the health check, lost for the job
+    async with running_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
+                               COURIER_ALLOWED_USERS=str(USER), COURIER_PROGRESS_INTERVAL_S="600"):
+        botapi_bot.inject_text(USER, "/demo a fox")
+        await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "running", name="demo"))
+        await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "backend_retrying"))
