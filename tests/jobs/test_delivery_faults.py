@@ -10,6 +10,7 @@ the Bot API emulator (its fault injection), real PostgreSQL, real ComfyUI (``COM
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 from comfyui_courier import i18n
 from comfyui_courier.store import commands
@@ -31,8 +32,8 @@ async def courier(comfyui, botapi, botapi_bot, pg_database, tmp_path):
     async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path,
                                COURIER_ALLOWED_USERS=f"{USER},{OTHER}") as service:
         await commands.put_command(service.store.pool, "busy", workflow=cpu_bound(256, 2), description="quick")
-        await commands.put_command(service.store.pool, "slow", workflow=cpu_bound(1024, 24),
-                                   description="a few seconds")
+        await commands.put_command(service.store.pool, "slow", workflow=cpu_bound(2048, 31),
+                                   description="several seconds")
         yield service
 
 
@@ -110,7 +111,7 @@ async def test_a_job_cancelled_by_another_process_stops_and_sends_nothing(courie
     async with courier.store.pool.acquire() as conn:  # what /cancel in another Courier process does
         await conn.execute("UPDATE courier_jobs SET status = 'cancelled', finished_at = now(), lease_until = NULL "
                            "WHERE id = $1", row["id"])
-    await eventually(lambda: off_comfyui(comfyui.url), "the prompt stopped on ComfyUI", timeout=10)
+    await eventually(lambda: off_comfyui(comfyui.url), "the prompt stopped on ComfyUI (after its running node)", timeout=60)
     await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "interrupted"))
     assert not sent(botapi_bot, "sendDocument")
     assert [row["status"] for row in await job_rows(courier)] == ["cancelled"]
@@ -119,10 +120,14 @@ async def test_a_job_cancelled_by_another_process_stops_and_sends_nothing(courie
 async def test_a_job_whose_lease_another_worker_holds_stops_quietly(courier, comfyui, botapi_bot):
     botapi_bot.inject_text(USER, "/slow a fox")
     await eventually(lambda: running_for(comfyui.url, USER), "the job running in ComfyUI")
+    (_, prompt_id), = (await comfy_queue(comfyui.url))[0]
     [row] = await job_rows(courier)
     async with courier.store.pool.acquire() as conn:  # our lease ran out; another worker claimed it
         await conn.execute("UPDATE courier_jobs SET worker = 'elsewhere' WHERE id = $1", row["id"])
-    await eventually(lambda: off_comfyui(comfyui.url), "the prompt stopped on ComfyUI", timeout=10)
+    await eventually(lambda: off_comfyui(comfyui.url), "the prompt stopped on ComfyUI (after its running node)", timeout=60)
+    async with aiohttp.ClientSession() as session, session.get(f"{comfyui.url}/history/{prompt_id}") as reply:
+        history = await reply.json()
+    assert history[prompt_id]["status"]["status_str"] != "success"  # interrupted, not run to its end
     assert not sent(botapi_bot, "sendDocument")
     async with courier.store.pool.acquire() as conn:
         assert await conn.fetchval("SELECT worker FROM courier_jobs WHERE id = $1", row["id"]) == "elsewhere"
@@ -130,14 +135,19 @@ async def test_a_job_whose_lease_another_worker_holds_stops_quietly(courier, com
 
 async def test_a_user_who_blocked_the_bot_has_their_jobs_ended_without_retries(courier, comfyui, botapi_bot):
     botapi_bot.inject_text(USER, "/slow a fox")
-    await eventually(lambda: running_for(comfyui.url, USER), "the job running in ComfyUI")
+    await to_chat(USER, "sendMessage", botapi_bot, "/slow")
+    botapi_bot.inject_text(USER, "/busy the next one")
+    await to_chat(USER, "sendMessage", botapi_bot, "/busy")  # both queued, the first one running
     botapi_bot.block(USER)
-    await eventually(lambda: ended(courier), "the job ended")
-    [row] = await job_rows(courier)
-    assert row["status"] == "failed"
+    await eventually(lambda: ended(courier), "the jobs ended")
+    first, second = await job_rows(courier)
+    assert first["status"] == "failed" and second["status"] in ("failed", "cancelled")  # the next one ran out too
     async with courier.store.pool.acquire() as conn:
-        assert await conn.fetchval("SELECT attempts FROM courier_jobs WHERE id = $1", row["id"]) == 1
-    assert len([c for c in botapi_bot.calls if c.method == "sendDocument"]) == 1  # no retry of a 403
+        ends = await conn.fetch("SELECT attempts, error FROM courier_jobs ORDER BY id")
+    assert [end["attempts"] for end in ends] == [1, 1]  # neither was queued again
+    assert ends[0]["error"] == "the user blocked the bot"  # no incident: nothing went wrong on our side
+    documents = [c for c in botapi_bot.calls if c.method == "sendDocument"]
+    assert len(documents) == (2 if second["status"] == "failed" else 1)  # no retry of a 403
 
 
 async def test_the_backend_retrying_notice_is_never_dropped_by_the_progress_throttle(botapi, botapi_bot, pg_database,
