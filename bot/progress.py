@@ -3,17 +3,21 @@
 Telegram allows roughly one message edit per second per chat before answering
 429; progress frames arrive far faster, so we keep only the newest text and
 send it when the chat's interval has passed. The last edit is never dropped.
-Edits run in the background: a slow Bot API never holds up the job itself.
+Edits run in the background: a slow Bot API never holds up the job itself. The final text
+is sent like a result (``bot/sending.py``): retried while Telegram failed it for sure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from telegram.error import BadRequest, TelegramError
+
+from ..jobs.ports import ChatError
 from ..logs import get_logger
+from .sending import send
 
 log = get_logger("progress")
 
@@ -55,8 +59,13 @@ class ProgressMessage:
         """The final text, always shown, after any edit still in flight."""
         if self._pending is not None:
             await self._pending
-        if text != self._shown:
-            await self._show(text)
+        if text == self._shown:
+            return
+        try:
+            await send(lambda: self._edit(text), f"status in chat {self.chat_id}")
+            self._shown = text
+        except ChatError as exc:  # e.g. the user deleted the message
+            log.info("final status in chat %s not shown: %s", self.chat_id, exc)
 
     async def _show(self, text: str) -> None:
         try:

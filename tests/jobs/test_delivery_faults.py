@@ -158,3 +158,12 @@ async def test_the_backend_retrying_notice_is_never_dropped_by_the_progress_thro
         botapi_bot.inject_text(USER, "/demo a fox")
         await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "running", name="demo"))
         await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "backend_retrying"))
+
+
+async def test_failed_status_edits_leave_the_final_text_beside_the_file(courier, botapi_bot):
+    botapi_bot.fail("editMessageText", status=502, times=3)  # "Rendering", then the first tries of "Done"
+    botapi_bot.inject_text(USER, "/busy a fox")
+    await to_chat(USER, "editMessageText", botapi_bot, "Done")  # taken by Telegram, on a retry
+    assert [row["status"] for row in await job_rows(courier)] == ["succeeded"]
+    assert len(sent(botapi_bot, "sendDocument")) == 1
+    assert any(m.get("text", "").startswith("Done") for m in botapi_bot.history(USER))
