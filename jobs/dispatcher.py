@@ -42,7 +42,7 @@ from .comfy_client import (
     describe_error,
 )
 from .handoff import Handoff
-from .ports import ChatBlocked, ChatSink, DeliveryFailed, StatusMessage
+from .ports import ChatBlocked, ChatSink, StatusMessage
 from .runner import JobError, JobRun, Runner
 
 log = get_logger("dispatcher")
@@ -301,10 +301,6 @@ class Dispatcher:
             log.info("job %s: the user blocked the bot (%s); ending their jobs", job.id, exc)
             await jobs.fail(self.store.pool, job.id, "the user blocked the bot", worker=self.worker_id)
             await jobs.cancel_user_jobs(self.store.pool, job.user_id)
-            return False
-        except DeliveryFailed as exc:
-            log.warning("job %s: delivering its result failed: %s", job.id, exc)
-            await self._finish_failed(job, progress, say, say("delivery_failed"))
             return False
         except Exception:
             incident = secrets.token_hex(4)
