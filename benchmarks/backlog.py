@@ -20,6 +20,8 @@ an idle core).
   for the run); once all 50 are committed, nine users send one each; the flooder's jobs that
   finish after the nine were sent and before the last of the nine (the ones already running or
   pipelined on the backend); the flooder's rest is then cancelled.
+- ``duplicate_deliveries``: result files the bot sent over the whole run beyond one per
+  succeeded job (each job of the graph makes one picture); 0 is the goal.
 
     COMFYUI_DIR=/path/to/ComfyUI python benchmarks/backlog.py [--rounds 3] [--depth 2] [--budget 480]
 
@@ -162,6 +164,15 @@ async def bot_round(courier, bot, client, tag: str, deadline: Deadline, users=US
     return count / (last - started), busy(spans, started, last), idle_gaps(spans)
 
 
+async def duplicate_deliveries(courier, bot) -> int:
+    """Result files sent beyond one per succeeded job (each job of the graph makes one picture)."""
+    async with courier.store.pool.acquire() as conn:
+        succeeded = await conn.fetchval("SELECT count(*) FROM courier_jobs WHERE status = 'succeeded'")
+    sent = sum(1 for call in bot.outbox if call.method == "sendDocument" and call.ok)
+    note(f"{sent} result files sent for {succeeded} succeeded jobs")
+    return sent - succeeded
+
+
 async def fairness(courier, bot, deadline: Deadline) -> int:
     pool = courier.store.pool
 
@@ -254,6 +265,7 @@ async def measure(comfy_url: str, rounds: int, depth: int, deadline: Deadline) -
                 figure("fairness_flooder_jobs_before_others", await fairness(courier, bot, deadline), "jobs")
             else:
                 note("no time left for the fairness run")
+            figure("duplicate_deliveries", await duplicate_deliveries(courier, bot), "files")
         finally:
             await courier.stop()
             load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it

@@ -24,14 +24,13 @@ from ..gpu.compare import build_table, to_text
 from ..gpu.storage import load_runs
 from ..jobs import bench as bench_job
 from ..jobs.backends import shown_url
-from ..jobs.submit import submit
 from ..jobs.workflow import WorkflowError
 from ..store import access as access_store
 from ..store import backends as backend_table
 from ..store import commands, jobs
 from .access import is_admin
 from .context import CourierContext
-from .parsing import parse_command, profile
+from .parsing import parse_command
 
 BACKEND_ACTIONS = {"drain": True, "undrain": False}  # /backends <action> <id> -> draining
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
@@ -79,7 +78,7 @@ async def bench(update: Update, context: CourierContext) -> None:
     """Queue a benchmark of a stored command: warm-up + N runs with the Benchmark node."""
     if not await _admin_only(update, context, "bench"):
         return
-    message, user = update.effective_message, update.effective_user
+    message = update.effective_message
     request = parse_command(message.text, context.bot.username)
     parsed = parse_bench_args(request.args if request else "")
     if parsed is None:
@@ -99,15 +98,8 @@ async def bench(update: Update, context: CourierContext) -> None:
         await message.reply_text(context.t(update, "failed", name=name, reason=str(exc)))
         return
     params = bench_job.job_params(name, command.workflow, repeats, context.language(update))
-
-    async def post_status(position: int) -> int:
-        return (await message.reply_text(context.t(update, "bench_queued", name=name, warmup=params["warmup"],
-                                                   repeats=repeats, position=position))).message_id
-
-    await submit(context.pool, user_id=user.id, chat_id=message.chat_id, command="bench", params=params,
-                 post_status=post_status, profile=profile(user),
-                 reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-                 refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)))
+    await context.submit_job(update, "bench", params, lambda position: context.t(
+        update, "bench_queued", name=name, warmup=params["warmup"], repeats=repeats, position=position))
 
 
 async def compare(update: Update, context: CourierContext) -> None:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
+from collections.abc import Callable
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from .. import i18n
 from ..config import Settings
+from ..jobs.submit import announce, submit
+from .parsing import profile
+from .progress import STATUS, STATUS_SLOTS
+from .sink import delete_message
 
 CHOSEN_LANGUAGE = "language"
 """The ``user_data`` key of the language the user chose with /lang (None: none chosen)."""
@@ -20,6 +27,9 @@ class BotData:
     settings: Settings | None = None
     store: object = None
     dispatcher: object = None
+    announcing: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(STATUS_SLOTS))
+    """"Queued" replies under way: the rest wait before reading their queue position, so a burst
+    of commands does not flood PostgreSQL with position reads that Telegram's pace makes stale."""
 
 
 class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
@@ -46,3 +56,33 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
     def t(self, update, key: str, **params) -> str:
         """Localized text for the user behind ``update``."""
         return i18n.text(self.language(update), key, **params)
+
+    async def submit_job(self, update, command: str, params: dict, queued: Callable[[int], str], *,
+                         quota=None, part: int = 0) -> int | None:
+        """Queue a job for the sender of ``update`` (at their cap they are told so, and nothing is
+        queued; so with a spent ``quota``, a ``jobs.submit.Quota``; a second delivery of ``update``
+        queues nothing and gets no reply; ``part`` numbers the jobs one update asks for), return its
+        id (None: nothing queued), and send its
+        "Queued" reply ``queued(position)`` in a task of its own: waiting for Telegram's rate limit
+        holds none of the bot's concurrent-update slots (errors reach the error handler)."""
+        message, user = update.effective_message, update.effective_user
+
+        async def post_status(position: int) -> int:
+            return (await self.bot.send_message(
+                message.chat_id, queued(position), reply_to_message_id=message.message_id,
+                allow_sending_without_reply=True, rate_limit_args=STATUS)).message_id
+
+        job_id = await submit(self.pool, user_id=user.id, chat_id=message.chat_id, command=command, params=params,
+                              profile=profile(user), reply_to_message_id=message.message_id,
+                              max_active=self.settings.max_jobs_per_user,
+                              update=(self.bot.id, update.update_id, part),
+                              refuse=lambda count: message.reply_text(self.t(update, "too_many_jobs", count=count)),
+                              quota=quota)
+        if job_id is not None:
+            self.application.create_task(self._announce(job_id, post_status, message.chat_id),
+                                         update=update, name=f"courier-queued-{job_id}")
+        return job_id
+
+    async def _announce(self, job_id: int, post_status: Callable, chat_id: int) -> None:
+        async with self.bot_data.announcing:
+            await announce(self.pool, job_id, post_status, functools.partial(delete_message, self.bot, chat_id))

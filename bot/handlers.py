@@ -31,7 +31,6 @@ from telegram.ext import (
 
 from .. import i18n, imaging
 from ..jobs.options import OptionError, command_options, plan
-from ..jobs.submit import submit
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
@@ -39,7 +38,7 @@ from ..store.user_options import get_user_options
 from . import access, admin, defaults, forget, languages
 from .context import CourierContext
 from .options import choose, format_options, option_lines, option_message, split_options
-from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command, profile
+from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command
 
 log = get_logger("bot")
 
@@ -232,21 +231,14 @@ async def run_command(update: Update, context: CourierContext) -> None:
         if image is None:
             await message.reply_text(context.t(update, "needs_image", name=request.name))
             return
-
-    async def post_status(position: int) -> int:
-        return (await message.reply_text(context.t(update, "queued", name=request.name, position=position))
-                ).message_id
-
-    for run in runs:  # one, or --n of them where the graph takes no batch
-        queued = await submit(
-            context.pool, user_id=user.id, chat_id=message.chat_id, command=request.name,
-            params={"prompt": prompt, "seed": run.seed, "options": format_options(used), "inputs": run.inputs,
-                    "image_file_id": image, "language": context.language(update),
-                    "workflow": command.workflow},  # runs as it was when queued
-            post_status=post_status, profile=profile(user),
-            reply_to_message_id=message.message_id, max_active=context.settings.max_jobs_per_user,
-            refuse=lambda count: message.reply_text(context.t(update, "too_many_jobs", count=count)),
-            quota=access.quota_of(update, context))
+    for part, run in enumerate(runs):  # one, or --n of them where the graph takes no batch
+        queued = await context.submit_job(
+            update, request.name,
+            {"prompt": prompt, "seed": run.seed, "options": format_options(used), "inputs": run.inputs,
+             "image_file_id": image, "language": context.language(update),
+             "workflow": command.workflow},  # runs as it was when queued
+            lambda position: context.t(update, "queued", name=request.name, position=position),
+            quota=access.quota_of(update, context), part=part)
         if queued is None:
             break
 

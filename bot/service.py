@@ -11,7 +11,7 @@ import logging
 
 from telegram import BotCommand, BotCommandScopeChat, Update
 from telegram.error import InvalidToken, TelegramError
-from telegram.ext import AIORateLimiter, Application, ContextTypes
+from telegram.ext import Application, ContextTypes
 
 from .. import i18n
 from ..config import Settings
@@ -20,6 +20,7 @@ from ..store import commands
 from .admin import admin_menu
 from .context import BotData, CourierContext
 from .handlers import ALLOWED_UPDATES, build_handlers, command_menu, on_error
+from .progress import ResultsFirstLimiter
 from ..logs import get_logger
 
 log = get_logger("bot")
@@ -36,7 +37,7 @@ def build_application(settings: Settings, store, proxy: str | None = None) -> Ap
                .base_url(f"{api}/bot")
                .base_file_url(f"{api}/file/bot")
                .context_types(ContextTypes(context=CourierContext, bot_data=BotData))
-               .rate_limiter(AIORateLimiter(max_retries=3))
+               .rate_limiter(ResultsFirstLimiter(max_retries=3))
                .concurrent_updates(True))
     if proxy:
         builder = builder.proxy(proxy).get_updates_proxy(proxy)
@@ -93,9 +94,17 @@ class BotService:
                         mode="webhook" if self.application.updater is None else "polling")
         return True
 
-    async def process_webhook_update(self, payload: dict) -> None:
-        """Hand an update POSTed by Telegram to the handlers (webhook mode)."""
-        await self.application.update_queue.put(Update.de_json(payload, self.application.bot))
+    def read_update(self, payload: dict) -> Update:
+        """An update POSTed by Telegram (webhook mode); raises whatever python-telegram-bot's
+        ``Update.de_json`` raises on a malformed one."""
+        return Update.de_json(payload, self.application.bot)
+
+    async def process_update(self, update: Update) -> None:
+        """Run the handlers on ``update``, returning once they are done: a job it asks for is
+        committed, with the update in the inbox, so a webhook answered after this loses nothing
+        if the process dies first (Telegram delivers the update again)."""
+        application = self.application
+        await application.update_processor.process_update(update, application.process_update(update))
 
     async def publish_command_menu(self) -> None:
         """Telegram's command menu = the enabled commands of the table and the built-ins (setMyCommands),

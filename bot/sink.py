@@ -11,9 +11,9 @@ from telegram import Bot
 from telegram.constants import FileSizeLimit
 from telegram.error import BadRequest, TelegramError
 
-from ..jobs.ports import ChatError, InputUnavailable
+from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable
 from .delivery import deliver_file
-from .progress import ChatThrottle, ProgressMessage
+from .progress import STATUS, ChatThrottle, ProgressMessage
 from .sending import send
 
 
@@ -28,9 +28,18 @@ class TelegramSink:
         sent = await send(lambda: self.bot.send_message(chat_id, text, **_reply(reply_to)), "message")
         return sent.message_id
 
-    def status(self, chat_id: int, message_id: int | None) -> ProgressMessage:
-        return ProgressMessage(chat_id, lambda text: self.bot.edit_message_text(
-            text, chat_id=chat_id, message_id=message_id), self.throttle)
+    async def check_chat(self, chat_id: int) -> None:
+        try:
+            await self.bot.get_chat(chat_id)
+        except TelegramError as exc:
+            raise DeliveryFailed(str(exc)) from exc
+
+    def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
+               adopt=None) -> ProgressMessage:
+        return ProgressMessage(self.bot, chat_id, message_id, self.throttle, reply_to=reply_to, adopt=adopt)
+
+    async def delete_message(self, chat_id: int, message_id: int) -> None:
+        await delete_message(self.bot, chat_id, message_id)
 
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
         return await deliver_file(self.bot, chat_id, reply_to, filename, data)
@@ -51,6 +60,14 @@ class TelegramSink:
             raise InputUnavailable("image_unavailable") from exc
         except TelegramError as exc:
             raise ChatError(str(exc)) from exc
+
+
+async def delete_message(bot: Bot, chat_id: int, message_id: int) -> None:
+    """Delete a status message the bot sent (it gives way to results). :raises DeliveryFailed:"""
+    try:
+        await bot.delete_message(chat_id, message_id, rate_limit_args=STATUS)
+    except TelegramError as exc:
+        raise DeliveryFailed(str(exc)) from exc
 
 
 def _reply(reply_to: int | None) -> dict:

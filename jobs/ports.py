@@ -7,7 +7,7 @@ whatever carries the messages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 
@@ -48,11 +48,23 @@ class StatusMessage(Protocol):
 
 
 class ChatSink(Protocol):
+    async def check_chat(self, chat_id: int) -> None:
+        """Whether the chat exists for the bot (the user wrote to it), asked without sending
+        anything. :raises DeliveryFailed:"""
+
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
         """Send a message; returns its message id. :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
-    def status(self, chat_id: int, message_id: int | None) -> StatusMessage:
-        """The status message ``message_id`` of a job in ``chat_id``, to edit as the job goes on."""
+    def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
+               adopt: Callable[[int], Awaitable[int | None]] | None = None) -> StatusMessage:
+        """The status message ``message_id`` of a job in ``chat_id``, to edit as the job goes on.
+
+        With ``message_id`` None the first text posts the message (replying to ``reply_to``)
+        and ``adopt(new_id)`` records it unless the job has one; it returns the job's.
+        """
+
+    async def delete_message(self, chat_id: int, message_id: int) -> None:
+        """Delete a message the bot sent. :raises DeliveryFailed:"""
 
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
         """Send one result file; returns what the session records for chaining

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 from aiohttp import web
 
 from ..gpu.storage import load_runs
 from ..jobs.ports import DeliveryFailed
-from ..jobs.submit import submit
+from ..jobs.submit import announce, submit
 from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER
 from ..store import commands
@@ -59,8 +61,10 @@ async def run_benchmark(request: web.Request) -> web.Response:
             repeats=repeats, position=position))
 
     try:
-        queued = await submit(pool, user_id=chat_id, chat_id=chat_id, command="bench", params=params,
-                              post_status=post_status)
-    except DeliveryFailed as exc:  # the transaction is rolled back: nothing queued
+        # Asked first: once queued, the dispatcher may start the job before the reply is tried.
+        await courier.sink.check_chat(chat_id)
+        job_id = await submit(pool, user_id=chat_id, chat_id=chat_id, command="bench", params=params)
+        position = await announce(pool, job_id, post_status, functools.partial(courier.sink.delete_message, chat_id))
+    except DeliveryFailed as exc:  # nothing queued, or the job is cancelled
         raise ApiError(502, "telegram_error", f"cannot message chat {chat_id}: {exc}") from None
-    return json_response({"job_id": queued.job_id, "position": queued.position}, status=202)
+    return json_response({"job_id": job_id, "position": position}, status=202)

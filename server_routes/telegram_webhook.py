@@ -40,8 +40,9 @@ async def telegram_webhook(request: web.Request) -> web.Response:
     except (ValueError, RecursionError):
         return not_an_update
     try:
-        await bot.process_webhook_update(payload)
+        update = bot.read_update(payload)
     except Exception as exc:  # python-telegram-bot's Update.de_json raises whatever a missing part makes it
         log.warning("webhook: an update python-telegram-bot cannot read (%s)", type(exc).__name__)
         return not_an_update
+    await bot.process_update(update)  # answered once handled: on a crash before, Telegram delivers it again
     return web.json_response({"ok": True})

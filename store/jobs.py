@@ -73,6 +73,34 @@ async def enqueue(db: Db, *, user_id: int, chat_id: int, command: str, params: d
     return Enqueued(job_id, position)
 
 
+class Submitted(NamedTuple):
+    job_id: int | None
+    """None: nothing was queued (a duplicate update, or the user at the cap)."""
+    active: int | None
+    """The user's queued and running jobs when refused at the cap."""
+    spent: str | None
+    """``"hour"`` or ``"day"``: the quota that was spent."""
+    duplicate: bool
+    """The update was handled before."""
+
+
+async def submit(db: Db, *, user_id: int, chat_id: int, command: str, params: dict[str, Any],
+                 profile: tuple = (None, None, None), reply_to_message_id: int | None = None,
+                 max_active: int | None = None, update: tuple[int, int, int] | None = None,
+                 quota: tuple[int, int] | None = None, max_attempts: int = 3) -> Submitted:
+    """Queue a job in one round trip (one statement, its own transaction; see ``courier_submit``):
+    the user's row refreshed from ``profile`` (username, first name, language), the per-user cap
+    ``max_active`` checked (None: none), the job counted against ``quota`` (jobs per hour, per day;
+    None: none), and ``update`` (bot id, update id, part: the job's number among those the update
+    asks for) recorded so that its second delivery queues nothing. The dispatchers wake when it commits."""
+    bot_id, update_id, part = update if update is not None else (None, None, 0)
+    per_hour, per_day = quota if quota is not None else (None, None)
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("submit_job"), user_id, *profile, chat_id, command, params, max_attempts,
+                                  reply_to_message_id, max_active, per_hour, per_day, bot_id, update_id, part)
+    return Submitted(*row)
+
+
 async def queue_position(db: Db, job_id: int) -> int | None:
     """1 for the job claimed next; None unless the job is queued."""
     async with acquire(db) as conn:
@@ -102,10 +130,14 @@ async def set_progress(db: Db, job_id: int, progress: dict[str, Any]) -> bool:
         return await conn.fetchval(query("set_progress"), job_id, progress) is not None
 
 
-async def set_status_message(db: Db, job_id: int, message_id: int) -> bool:
-    """Remember the chat message that shows this job's status."""
+async def adopt_status_message(db: Db, job_id: int, message_id: int) -> int | None:
+    """Make ``message_id`` the job's status message unless it has one; returns the one it has.
+
+    Whoever comes first (the "Queued" reply or the dispatcher's progress message) wins; the
+    loser's message is redundant. None if there is no such job.
+    """
     async with acquire(db) as conn:
-        return await conn.fetchval(query("set_status_message"), job_id, message_id) is not None
+        return await conn.fetchval(query("adopt_status_message"), job_id, message_id)
 
 
 async def succeed(db: Db, job_id: int, result: dict[str, Any], *, worker: str | None = None) -> bool:
@@ -139,6 +171,12 @@ async def cancel_job(db: Db, job_id: int, *, reason: str | None = None) -> bool:
     """Cancel one queued or running job; False if it had already ended."""
     async with acquire(db) as conn:
         return await conn.fetchval(query("cancel_job"), job_id, reason) is not None
+
+
+async def withdraw(db: Db, job_id: int, reason: str) -> bool:
+    """Cancel a job that is still queued; False if it has started (or ended)."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("withdraw_job"), job_id, reason) is not None
 
 
 async def cancel_user_jobs(db: Db, user_id: int) -> Cancelled:
@@ -231,8 +269,9 @@ def _job(row: asyncpg.Record | None) -> Job | None:
 class JobListener:
     """Wake-ups when jobs are queued, from LISTEN on a dedicated connection.
 
-    Pool connections run ``UNLISTEN *`` when released, hence the connection of its own. Either
-    pass ``on_notify`` (called on each wake-up, e.g. an ``asyncio.Event``'s ``set``) or use::
+    Pool connections are shared (a LISTEN there would outlive its user), hence the connection of
+    its own. Either pass ``on_notify`` (called on each wake-up, e.g. an ``asyncio.Event``'s
+    ``set``) or use::
 
         async with await JobListener.open(dsn) as listener:
             while True:

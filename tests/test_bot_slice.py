@@ -62,8 +62,9 @@ async def result_document(bot, request_message):
 
 async def test_demo_renders_and_chains_edits(courier, botapi_bot):
     request = botapi_bot.inject_text(USER, "/demo hello")
-    queued = await botapi_bot.wait_for_call("sendMessage", where=lambda c: "Queued /demo" in c.params["text"])
-    assert "position 1" in queued.params["text"]
+    status = await botapi_bot.wait_for_call("sendMessage", where=lambda c: "Queued /demo" in c.params["text"]
+                                            or c.params["text"].startswith("Rendering"))  # the dispatcher came first
+    assert "Rendering" in status.params["text"] or "position 1" in status.params["text"]
     first = await result_document(botapi_bot, request)
     original = png(botapi_bot.file_bytes(first["document"]["file_id"]))
     assert original.shape == (512, 512, 3)
@@ -185,5 +186,22 @@ async def test_flood_is_capped_status_lists_and_cancel_clears(courier_on_fake, b
 async def test_replies_follow_the_users_language(courier_on_fake, botapi_bot):
     botapi_bot.emulator.add_user(USER, "Anna", language_code="de")
     botapi_bot.inject_text(USER, "/demo hallo")
-    await botapi_bot.wait_for_call("sendMessage", where=lambda c: "eingereiht" in c.params["text"])
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: "eingereiht" in c.params["text"]
+                                   or "wird berechnet" in c.params["text"])  # queued, or started first
     await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"].startswith("Fertig"), timeout=30)
+
+
+async def test_a_job_runs_while_a_status_reply_hangs_and_keeps_one_status_message(courier_on_fake, botapi_bot):
+    """The job is committed before its "Queued" reply: with the first status message stuck (the
+    "Queued" reply, or the dispatcher's own if it started the job first), the job still runs, and
+    the chat ends with one status message, the job's."""
+    botapi_bot.hang("sendMessage")  # no answer, ever
+    request = botapi_bot.inject_text(USER, "/demo while the reply hangs")
+    await result_document(botapi_bot, request)
+    assert any(c.method == "sendMessage" and c.status is None for c in botapi_bot.calls)  # the hang happened
+
+    def statuses():
+        return [m for m in botapi_bot.history(USER) if "text" in m
+                and m.get("reply_to_message", {}).get("message_id") == request["message_id"]]
+    await botapi_bot.emulator.wait_for(lambda: (s := statuses()) and len(s) == 1 and s[0]["text"].startswith("Done"),
+                                       timeout=30)  # (which id the row records: tests/jobs/test_submit.py)

@@ -8,8 +8,8 @@ for even when the answer was an error or never came.
 Emulated: private chats with users (a user must have written to the bot
 first, or sending fails with "chat not found", as in Telegram), text and
 photo/document/video/animation/sticker messages, edits by the user, inline
-keyboards, callback queries, edits, deletions, commands, getUpdates long
-polling and webhooks. Groups and channels only as far as messages without a
+keyboards, callback queries, edits, deletions, commands, getChat, getUpdates
+long polling and webhooks. Groups and channels only as far as messages without a
 person behind them: channel posts and anonymous group admins. Not emulated:
 group membership, inline mode, audio/voice, payments.
 Webhook updates are delivered one at a time, in order (Telegram may deliver
@@ -453,14 +453,19 @@ class EmulatedBot:
         self.updates.append({"update_id": next(self._update_ids), kind: payload})
         self.emulator.changed()
 
-    def _chat(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _known_chat(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = params.get("chat_id")
         if chat_id is None or chat_id == "":
             raise bad_request("chat_id is empty")
         chat = self._chats.get(chat_id) if isinstance(chat_id, int) else None
         if chat is None:
             raise bad_request("chat not found")
-        if chat_id in self._blocked:
+        return chat
+
+    def _chat(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The chat to act in: known, and the bot not blocked there."""
+        chat = self._known_chat(params)
+        if chat["id"] in self._blocked:
             raise ApiError(403, "Forbidden: bot was blocked by the user")
         return chat
 
@@ -745,6 +750,16 @@ async def _get_webhook_info(bot: EmulatedBot, call: Call) -> dict[str, Any]:
     if bot.allowed_updates:
         info["allowed_updates"] = bot.allowed_updates
     return info
+
+
+@_method("getChat")
+async def _get_chat(bot: EmulatedBot, call: Call) -> dict[str, Any]:
+    """A ChatFullInfo of a chat the bot knows (it sends nothing, so a blocked bot may still ask)."""
+    chat = bot._known_chat(call.params)
+    gifts = chat["type"] == "private"
+    return {**chat, "accent_color_id": abs(chat["id"]) % 7, "max_reaction_count": 11,
+            "accepted_gift_types": {"unlimited_gifts": gifts, "limited_gifts": gifts, "unique_gifts": gifts,
+                                    "premium_subscription": gifts, "gifts_from_channels": gifts}}
 
 
 @_method("sendMessage", outbound=True)

@@ -99,12 +99,35 @@ INSERT INTO courier_jobs (user_id, chat_id, command, params, max_attempts, statu
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 RETURNING id;
 
+-- submit_job --
+SELECT job_id, active, spent, duplicate
+FROM courier_submit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15);
+
 -- notify_jobs --
 -- Wakes the dispatchers LISTENing on courier_jobs once the transaction commits.
 SELECT pg_notify('courier_jobs', $1);
 
 -- queue_position --
-SELECT position FROM courier_queue WHERE job_id = $1;
+-- courier_queue's position for the one job $1 (NULL unless queued), without computing every
+-- job's: one pass over the queued jobs per user, not one per job and user.
+WITH mine AS MATERIALIZED (
+    SELECT j.user_id,
+           (SELECT count(*) FROM courier_jobs q
+            WHERE q.user_id = j.user_id AND q.status = 'queued' AND q.id <= j.id) AS k
+    FROM courier_jobs j
+    WHERE j.id = $1 AND j.status = 'queued'
+), turns AS (
+    SELECT q.user_id, count(*) AS n,
+           row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, min(q.id)) AS turn
+    FROM courier_jobs q
+    JOIN courier_users u ON u.user_id = q.user_id
+    WHERE q.status = 'queued'
+    GROUP BY q.user_id, u.last_served_at
+)
+SELECT 1 + sum(least(o.n, mine.k - 1) + (o.turn < me.turn AND o.n >= mine.k)::int)::bigint
+FROM mine
+JOIN turns me ON me.user_id = mine.user_id
+CROSS JOIN turns o;
 
 -- claim_job --
 -- Gives the next job to worker $1 for $2 seconds, on backend $3: the oldest queued job of the
@@ -162,8 +185,11 @@ RETURNING id;
 -- set_progress --
 UPDATE courier_jobs SET progress = $2 WHERE id = $1 AND status = 'running' RETURNING id;
 
--- set_status_message --
-UPDATE courier_jobs SET status_message_id = $2 WHERE id = $1 RETURNING id;
+-- adopt_status_message --
+-- Makes message $2 the status message of job $1 unless it has one already (the bot's "Queued"
+-- reply and the dispatcher's first progress message race for it); returns the one that is.
+UPDATE courier_jobs SET status_message_id = COALESCE(status_message_id, $2) WHERE id = $1
+RETURNING status_message_id;
 
 -- finish_job --
 -- Ends a running job as $2 (succeeded or failed); only worker $5 may, unless $5 is NULL.
@@ -185,6 +211,13 @@ RETURNING id;
 UPDATE courier_jobs
 SET status = 'cancelled', error = $2, finished_at = now(), lease_until = NULL
 WHERE id = $1 AND status IN ('queued', 'running')
+RETURNING id;
+
+-- withdraw_job --
+-- Cancels a job that has not started yet.
+UPDATE courier_jobs
+SET status = 'cancelled', error = $2, finished_at = now()
+WHERE id = $1 AND status = 'queued'
 RETURNING id;
 
 -- cancel_user_jobs --

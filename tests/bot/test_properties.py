@@ -290,6 +290,8 @@ async def feed(harness, update: Update) -> list[str]:
     before = len(bot.calls)
     queued = bot.inject_update(update.to_dict())
     await application.process_update(Update.de_json(queued, application.bot))
+    await asyncio.gather(*(task for task in asyncio.all_tasks()  # the "Queued" reply, sent after commit
+                           if task.get_name().startswith("courier-queued-")))
     if errors:
         raise errors[0]
     said = []

@@ -128,6 +128,18 @@ async def test_send_message_errors_are_telegrams(botapi_bot, tg):
     assert botapi_bot.outbox == []
 
 
+async def test_get_chat_answers_a_chat_full_info_of_known_chats_only(botapi_bot, tg):
+    chat = await tg.get_chat(USER)
+    assert isinstance(chat, telegram.ChatFullInfo)
+    assert (chat.id, chat.type, chat.first_name, chat.max_reaction_count) == (USER, "private", f"User{USER}", 11)
+    assert chat.accepted_gift_types.unlimited_gifts is True
+    botapi_bot.block(USER)  # getChat sends nothing: a blocked bot still reads the chat
+    assert (await tg.get_chat(USER)).id == USER
+    with pytest.raises(BadRequest, match="Chat not found"):  # never wrote to the bot
+        await tg.get_chat(999)
+    assert botapi_bot.outbox == []
+
+
 async def test_photo_is_stored_as_jpeg_sizes_and_downloadable(botapi_bot, tg):
     message = await tg.send_photo(USER, png(2000, 1000), caption="<b>done</b>", parse_mode="HTML")
     assert [(p.width, p.height) for p in message.photo] == [(90, 45), (320, 160), (800, 400), (1280, 640)]

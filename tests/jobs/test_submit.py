@@ -1,11 +1,11 @@
-"""Submitting a job (jobs/submit.py) on real PostgreSQL: the cap, the status reply, the rollback."""
+"""Submitting a job (jobs/submit.py) on real PostgreSQL: the cap, commit before the reply, the status message."""
 
 import asyncio
 
 import pytest
 
 from comfyui_courier.jobs.ports import DeliveryFailed
-from comfyui_courier.jobs.submit import submit
+from comfyui_courier.jobs.submit import announce, submit
 from comfyui_courier.store import jobs, users
 
 USER, CHAT = 4242, 4242
@@ -14,31 +14,47 @@ USER, CHAT = 4242, 4242
 class Chat:
     """Records the status replies and refusals; message ids count from 100."""
 
-    def __init__(self, fail: bool = False):
+    def __init__(self, fail: bool = False, gate: asyncio.Event | None = None, error: Exception | None = None):
         self.fail = fail
+        self.error = error  # raised instead of sending (a timeout, say)
+        self.gate = gate  # the reply waits for it, as behind Telegram's rate limit
+        self.sending = asyncio.Event()  # a reply is on its way
         self.posted: list[int] = []  # positions
         self.refused: list[int] = []  # counts
+        self.deleted: list[int] = []  # message ids
 
     async def post_status(self, position: int) -> int:
+        self.sending.set()
+        if self.gate is not None:
+            await self.gate.wait()
         if self.fail:
             raise DeliveryFailed("Forbidden: bot was blocked by the user")
+        if self.error is not None:
+            raise self.error
         self.posted.append(position)
         return 99 + len(self.posted)
+
+    async def delete_status(self, message_id: int) -> None:
+        self.deleted.append(message_id)
 
     async def refuse(self, count: int) -> None:
         self.refused.append(count)
 
 
 async def submit_one(store, chat: Chat, max_active: int | None = 2, **kw):
-    return await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={"prompt": "a cat"},
-                        post_status=chat.post_status, refuse=chat.refuse, max_active=max_active, **kw)
+    """Submit, then announce, as the bot does (there in a task of its own)."""
+    job_id = await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={"prompt": "a cat"},
+                          refuse=chat.refuse, max_active=max_active, **kw)
+    if job_id is not None:
+        await announce(store.pool, job_id, chat.post_status, chat.delete_status)
+    return job_id
 
 
 async def test_a_submitted_job_has_its_status_message_and_the_users_profile(store):
     chat = Chat()
-    queued = await submit_one(store, chat, profile=("ann", "Ann", "de"), reply_to_message_id=7)
-    job = await jobs.get_job(store.pool, queued.job_id)
-    assert (queued.position, chat.posted) == (1, [1])
+    job_id = await submit_one(store, chat, profile=("ann", "Ann", "de"), reply_to_message_id=7)
+    job = await jobs.get_job(store.pool, job_id)
+    assert chat.posted == [1]
     assert (job.status, job.status_message_id, job.reply_to_message_id, job.command) == ("queued", 100, 7, "demo")
     user = await users.get_user(store.pool, USER)
     assert (user.username, user.first_name, user.language_code) == ("ann", "Ann", "de")
@@ -59,18 +75,88 @@ async def test_without_a_cap_every_job_is_queued(store):
     assert (chat.posted, chat.refused) == ([1, 2, 3], [])
 
 
-async def test_a_status_reply_that_fails_queues_nothing(store):
+async def test_a_status_reply_that_fails_cancels_the_job(store):
     with pytest.raises(DeliveryFailed):
         await submit_one(store, Chat(fail=True))
     assert await jobs.list_queue(store.pool) == []
 
 
 @pytest.mark.timeout(60)
-async def test_the_cap_holds_when_one_user_floods(store):
-    """Concurrent submissions of one user queue one at a time (the user row's lock), so no more
-    than the cap get in."""
+async def test_the_job_is_committed_and_claimable_while_its_reply_waits(store):
+    """The reply waits (Telegram's rate limit) holding no lock: the job can be claimed, and the
+    same user's next command is counted meanwhile."""
+    chat = Chat(gate=asyncio.Event())
+    first = asyncio.create_task(submit_one(store, chat, max_active=1))
+    await asyncio.wait_for(chat.sending.wait(), 10)
+    claimed = await jobs.claim(store.pool, "w", 60)
+    assert claimed is not None and (claimed.status, claimed.status_message_id) == ("running", None)
+    assert await asyncio.wait_for(submit_one(store, Chat(), max_active=1), 10) is None  # the cap still holds
+    chat.gate.set()
+    assert await first == claimed.id
+    assert (await jobs.get_job(store.pool, claimed.id)).status_message_id == 100
+
+
+@pytest.mark.timeout(60)
+async def test_a_queued_reply_in_flight_is_deleted_when_the_dispatcher_posted_first(store):
+    chat = Chat(gate=asyncio.Event())
+    submitting = asyncio.create_task(submit_one(store, chat))
+    await asyncio.wait_for(chat.sending.wait(), 10)
+    claimed = await jobs.claim(store.pool, "w", 60)
+    assert claimed is not None
+    assert await jobs.adopt_status_message(store.pool, claimed.id, 555) == 555  # the dispatcher's "Rendering"
+    chat.gate.set()
+    await submitting
+    assert (chat.posted, chat.deleted) == ([1], [100])
+    assert (await jobs.get_job(store.pool, claimed.id)).status_message_id == 555
+
+
+@pytest.mark.timeout(60)
+async def test_a_reply_that_times_out_withdraws_a_queued_job_but_not_a_started_one(store):
+    with pytest.raises(TimeoutError):
+        await submit_one(store, Chat(error=TimeoutError()))
+    assert await jobs.list_queue(store.pool) == []
+    chat = Chat(gate=asyncio.Event(), error=TimeoutError())
+    submitting = asyncio.create_task(submit_one(store, chat))
+    await asyncio.wait_for(chat.sending.wait(), 10)
+    claimed = await jobs.claim(store.pool, "w", 60)
+    chat.gate.set()
+    assert await submitting == claimed.id  # no error: the dispatcher's status message stands in
+    assert (await jobs.get_job(store.pool, claimed.id)).status == "running"
+
+
+async def test_no_queued_reply_for_a_job_that_started_before_it(store):
     chat = Chat()
-    results = await asyncio.gather(*(submit_one(store, chat, max_active=3) for _ in range(12)))
-    assert sum(r is not None for r in results) == 3
+    job_id = await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={})
+    assert (await jobs.claim(store.pool, "w", 60)).id == job_id
+    assert await announce(store.pool, job_id, chat.post_status, chat.delete_status) is None
+    assert (chat.posted, chat.deleted) == ([], [])
+
+
+async def test_an_update_submitted_twice_queues_one_job_and_is_told_once(store):
+    chat = Chat()
+    update = (7000, 12, 0)
+    assert await submit_one(store, chat, update=update) is not None
+    assert await submit_one(store, chat, update=update) is None  # redelivered: nothing, not even a refusal
+    assert await submit_one(store, chat, update=(7001, 12, 0)) is not None  # another bot's update 12
+    assert await submit_one(store, chat, max_active=3, update=(7000, 12, 1)) is not None  # its 2nd job (--n 2)
+    assert (chat.posted, chat.refused) == ([1, 2, 3], [])
     assert len(await jobs.list_queue(store.pool, user_id=USER)) == 3
-    assert sorted(chat.refused) == [3] * 9
+
+
+async def test_an_update_refused_at_the_cap_is_refused_once(store):
+    chat = Chat()
+    await submit_one(store, chat, max_active=1)
+    assert await submit_one(store, chat, max_active=1, update=(7000, 5, 0)) is None
+    assert await submit_one(store, chat, max_active=1, update=(7000, 5, 0)) is None
+    assert chat.refused == [1]
+
+
+@pytest.mark.timeout(60)
+async def test_the_cap_holds_under_a_flood_of_one_users_commands(store):
+    """40 commands of one user at once, each in its own connection: exactly the cap is queued."""
+    chat = Chat()
+    queued = await asyncio.gather(*(submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={},
+                                           max_active=3, update=(7000, n, 0), refuse=chat.refuse) for n in range(40)))
+    assert len([job_id for job_id in queued if job_id is not None]) == 3
+    assert sorted(chat.refused) == [3] * 37
+    assert len(await jobs.list_queue(store.pool, user_id=USER)) == 3

@@ -108,7 +108,8 @@ async def test_progress_then_success(store):
     await backends.register_backends(store.pool, ["http://127.0.0.1:8188"])
     await jobs.claim(store.pool, "w", 60, backend="http://127.0.0.1:8188")
     assert await jobs.set_progress(store.pool, job_id, {"value": 3, "max": 20})
-    assert await jobs.set_status_message(store.pool, job_id, 77)
+    assert await jobs.adopt_status_message(store.pool, job_id, 77) == 77
+    assert await jobs.adopt_status_message(store.pool, job_id, 78) == 77  # the first one stays
     assert not await jobs.succeed(store.pool, job_id, {"x": 1}, worker="someone-else")
     assert await jobs.succeed(store.pool, job_id, {"outputs": [{"file_id": "f"}]}, worker="w")
     job = await jobs.get_job(store.pool, job_id)
@@ -196,3 +197,14 @@ async def test_listener_wakes_on_enqueue_and_requeue(store):
         assert (await jobs.get_job(store.pool, job_id)).status == "queued"
     finally:
         await listener.close()
+
+
+async def test_one_jobs_position_is_the_queue_views(store):
+    """queue_position computes courier_queue's position for one job; they must agree."""
+    for user, count in ((A, 4), (B, 1), (C, 3), (A, 2)):
+        for _ in range(count):
+            await enqueue(store, user)
+    await jobs.claim(store.pool, "w", 60)  # A has been served: it goes last now
+    listed = [job for job in await jobs.list_queue(store.pool) if job.status == "queued"]
+    assert len(listed) == 9 and len({job.position for job in listed}) == 9
+    assert [await jobs.queue_position(store.pool, job.id) for job in listed] == [job.position for job in listed]

@@ -1,0 +1,202 @@
+"""Ingest under load: Telegram updates → job rows committed, with the replies left to drain.
+
+Runs the real bot (python-telegram-bot against the Bot API emulator) on an embedded
+PostgreSQL with no ComfyUI backend configured, so the dispatcher claims nothing and the
+figures are ingest alone. ``--chats`` simulated chats send ``--commands`` ``/demo``
+commands in one burst (the per-user cap raised for the run). A job row counts as committed
+when its NOTIFY (sent at commit) reaches a listener of ours.
+
+- ``ingest_updates_per_s``: job rows committed ÷ (last commit − first command injected)
+- ``enqueue_p99_ms``: update received by the bot (the emulator answers the getUpdates that
+  carries it) → its job row committed, p99
+- ``injected_to_commit_p99_ms``: command injected → job row committed, p99: with the whole
+  burst injected at once this is the time to drain the burst, waiting in getUpdates included
+- ``lost_jobs``: commands without a job row
+- where the time goes, per command over the ingest window: ``ingest_python_cpu_ms`` (this
+  process: bot, emulator, load generator), ``ingest_postgres_cpu_ms`` (the embedded server's
+  processes) and ``ingest_cpu_wait_ms`` (this process runnable but waiting for a CPU: the
+  machine's other load), from /proc
+
+Each part of the load run is one function returning its figures (``ingest`` here; the backlog,
+fairness and scale-out runs join it the same way).
+
+    python benchmarks/load.py [--chats 1000] [--commands 5000] [--budget 900]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import Deadline, figure, load_pack, load_runner, note
+
+INGEST_RATE_GUESS = 20.0
+"""Commands per second assumed when sizing a run to the budget (today's rate, pessimistic)."""
+DRAIN_RATE = 30.0
+"""Replies per second once ingest is done: AIORateLimiter's overall limit, paid on the way out."""
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+class CpuMeter:
+    """CPU seconds since ``start()``: this process's, its wait for a CPU, and PostgreSQL's (Linux)."""
+
+    def __init__(self, postgres_pid: int):
+        self.postgres_pid = postgres_pid
+        self.start = self.read()
+
+    def read(self) -> tuple[float, float, float]:
+        with open("/proc/self/schedstat") as stat:
+            waited = int(stat.read().split()[1]) / 1e9
+        return time.process_time(), waited, self._postgres()
+
+    def since_start(self) -> dict[str, float]:
+        now = self.read()
+        return dict(zip(("python", "wait", "postgres"), (b - a for a, b in zip(self.start, now))))
+
+    def _postgres(self) -> float:
+        """The postmaster's and its children's CPU seconds (children that exited are not counted)."""
+        ticks = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(pid) == self.postgres_pid or int(fields[1]) == self.postgres_pid:
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+
+async def ingest(chats: int, commands: int, deadline: Deadline) -> list[tuple[str, float, str]]:
+    """The ingest figures: ``commands`` /demo commands from ``chats`` chats in one burst."""
+    result = await _burst(chats, commands, deadline)
+    latencies = result["latencies"]
+    if not latencies:
+        sys.exit("no job row committed")
+    note(f"{chats} chats, {commands} commands: {result['rows']} job rows in {result['seconds']:.1f} s; "
+         f"{len(latencies)} with their getUpdates delivery seen")
+    cpu = result["cpu"]
+    return [("ingest_updates_per_s", result["rows"] / result["seconds"], "jobs/s"),
+            ("enqueue_p99_ms", percentile(latencies, 99), "ms"),
+            ("enqueue_median_ms", statistics.median(latencies), "ms"),
+            ("injected_to_commit_p99_ms", percentile(result["from_injection"], 99), "ms"),
+            ("lost_jobs", result["lost"], "jobs"),
+            ("load_commands", commands, "commands"),
+            *((f"ingest_{name}_ms", seconds * 1000 / commands, "ms/command")
+              for name, seconds in (("python_cpu", cpu["python"]), ("postgres_cpu", cpu["postgres"]),
+                                    ("cpu_wait", cpu["wait"])))]
+
+
+async def _burst(chats: int, commands: int, deadline: Deadline) -> dict:
+    load_pack()
+    from comfyui_courier.config import load_settings
+    from comfyui_courier.emulator.botapi import BotApiEmulator
+    from comfyui_courier.runtime import Courier
+    from comfyui_courier.store.jobs import CHANNEL
+    from comfyui_courier.store.pool import connect
+
+    per_chat = -(-commands // chats)
+    data_dir = Path(tempfile.mkdtemp(prefix="courier-load-"))
+    async with BotApiEmulator() as emulator:
+        bot = emulator.add_bot()
+        settings = load_settings(None, {"TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
+                                        "COURIER_MAX_JOBS_PER_USER": str(per_chat)})
+        courier = Courier(settings, data_dir, None)  # no backend: the dispatcher runs nothing
+        await courier.start()
+        await courier.booted()
+        if courier.health.state("bot") != "ok":
+            sys.exit(f"Courier did not start: {courier.health_report()}")
+        committed: dict[int, float] = {}
+        try:
+            listener = await connect(courier.store.embedded.dsn)  # a pooled one would take the bot's
+            try:
+                await listener.add_listener(
+                    CHANNEL, lambda _c, _p, _ch, payload: committed.setdefault(int(payload), time.perf_counter()))
+                injected: list[float] = []
+                received = watch_deliveries(emulator, bot)
+                meter = CpuMeter(courier.store.embedded.pid)
+                for index in range(commands):
+                    injected.append(time.perf_counter())
+                    bot.inject_text(1_000_000 + index % chats, f"/demo load {index}")
+                    if index % 100 == 99:
+                        await asyncio.sleep(0)  # let the bot poll meanwhile, as a real burst would
+                with_time = max(5.0, deadline.remaining() - commands / DRAIN_RATE - 30)
+                await emulator.wait_for(lambda: len(committed) >= commands, timeout=with_time)
+                cpu = meter.since_start()
+                await asyncio.sleep(0.5)  # NOTIFYs already on the wire
+            finally:
+                await listener.close()
+            async with courier.store.pool.acquire() as conn:
+                rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
+        except TimeoutError:
+            note(f"only {len(committed)} of {commands} jobs committed in time")
+            cpu = meter.since_start()
+            async with courier.store.pool.acquire() as conn:
+                rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
+        finally:
+            note("ingest measured; stopping (after the replies drain at Telegram's pace)")
+            await courier.stop()
+            load_runner().remove_tree(data_dir)
+    indexed = [(int(row["prompt"].split()[-1]), committed[row["id"]]) for row in rows if row["id"] in committed]
+    first, last = injected[0], max(committed.values(), default=injected[0])
+    return {"rows": len(rows), "seconds": last - first,
+            "latencies": [(at - received[index]) * 1000 for index, at in indexed if index in received],
+            "from_injection": [(at - injected[index]) * 1000 for index, at in indexed],
+            "lost": commands - len({row["prompt"] for row in rows}), "cpu": cpu}
+
+
+def watch_deliveries(emulator, bot) -> dict[int, float]:
+    """When each command reached the bot: the emulator's answer to the getUpdates carrying it.
+
+    Hooks the emulator's change notification (called as every call starts and ends).
+    """
+    received: dict[int, float] = {}
+    seen, polls, changed = 0, [], emulator.changed
+
+    def on_change() -> None:
+        nonlocal seen
+        changed()
+        polls.extend(c for c in bot.calls[seen:] if c.method == "getUpdates")
+        seen = len(bot.calls)
+        for call in [c for c in polls if c.status is not None]:
+            polls.remove(call)
+            now = time.perf_counter()
+            for update in call.result or []:
+                text = update.get("message", {}).get("text", "")
+                if text.startswith("/demo load "):
+                    received.setdefault(int(text.split()[-1]), now)
+
+    emulator.changed = on_change
+    return received
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chats", type=int, default=1000)
+    parser.add_argument("--commands", type=int, default=5000)
+    parser.add_argument("--budget", type=float, default=900.0, help="seconds for the whole run")
+    args = parser.parse_args()
+    deadline = Deadline(args.budget)
+    chats, commands = args.chats, args.commands
+    fits = int((args.budget - 60) / (1 / INGEST_RATE_GUESS + 1 / DRAIN_RATE))
+    if commands > fits:
+        scale = max(fits, 10) / commands
+        chats, commands = max(1, int(chats * scale)), max(10, int(commands * scale))
+        note(f"scaled down to {chats} chats and {commands} commands to fit --budget {args.budget:.0f} s")
+    for name, value, unit in asyncio.run(ingest(chats, commands, deadline)):
+        figure(name, value, unit)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The update inbox: an update delivered twice (a webhook retry, polling after a restart) makes one
+job and one reply. Real python-telegram-bot on the Bot API emulator, real PostgreSQL; no backend,
+so the only reply is the "Queued" one."""
+
+import contextlib
+import logging
+from pathlib import Path
+
+import pytest
+from aiohttp import ClientSession
+
+from comfyui_courier.config import load_settings
+from comfyui_courier.runtime import Courier
+from comfyui_courier.tests.server_routes.helpers import serve_routes
+
+pytestmark = pytest.mark.timeout(90)
+
+USER = 31
+SECRET = "inbox-secret"
+
+
+@contextlib.asynccontextmanager
+async def started(courier: Courier):
+    await courier.start()
+    try:
+        await courier.booted()
+        assert courier.health.state("bot") == "ok", courier.health_report()
+        yield courier
+    finally:
+        await courier.stop()
+
+
+def settings(botapi, botapi_bot, pg_database, **env):
+    return load_settings(None, {"TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
+                                "COURIER_DATABASE_URL": pg_database, **env})
+
+
+async def jobs_and_inbox(courier: Courier) -> tuple[list, list]:
+    async with courier.store.pool.acquire() as conn:
+        return (await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs"),
+                await conn.fetch("SELECT update_id, job_id FROM courier_updates"))
+
+
+def replies_to(botapi_bot, message: dict) -> list:
+    return [call for call in botapi_bot.outbox if call.method == "sendMessage"
+            and call.result.get("reply_to_message", {}).get("message_id") == message["message_id"]]
+
+
+async def handled_before(botapi, caplog, update_id: int) -> None:
+    await botapi.wait_for(lambda: f"update {update_id} of bot" in caplog.text and "handled before" in caplog.text,
+                          timeout=30)
+
+
+async def test_an_update_polled_again_after_a_restart_queues_nothing_twice(botapi, botapi_bot, pg_database,
+                                                                         tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="courier.submit")
+    config = settings(botapi, botapi_bot, pg_database)
+    async with started(Courier(config, Path(tmp_path), None)) as first:
+        request = botapi_bot.inject_text(USER, "/demo once")
+        update = botapi_bot.updates[-1]
+        await botapi.wait_for(lambda: replies_to(botapi_bot, request), timeout=30)
+        jobs, inbox = await jobs_and_inbox(first)
+        assert [(row["update_id"], row["job_id"]) for row in inbox] == [(update["update_id"], jobs[0]["id"])]
+    # The first process died before its next getUpdates confirmed the update: Telegram has it still.
+    botapi_bot.updates.append(update)
+    async with started(Courier(config, Path(tmp_path), None)) as second:
+        await handled_before(botapi, caplog, update["update_id"])
+        jobs, inbox = await jobs_and_inbox(second)
+    assert [row["prompt"] for row in jobs] == ["once"] and len(inbox) == 1
+    assert len(replies_to(botapi_bot, request)) == 1
+
+
+async def test_an_update_asking_for_several_jobs_is_recorded_per_job_and_queues_them_once(
+        botapi, botapi_bot, pg_database, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="courier.submit")
+    config = settings(botapi, botapi_bot, pg_database)
+    async with started(Courier(config, Path(tmp_path), None)) as first:
+        request = botapi_bot.inject_text(USER, "/demo --n 3 thrice")  # /demo takes no batch: three jobs
+        update = botapi_bot.updates[-1]
+        await botapi.wait_for(lambda: len(replies_to(botapi_bot, request)) == 3, timeout=30)
+        jobs, inbox = await jobs_and_inbox(first)
+        assert sorted((row["update_id"], row["job_id"]) for row in inbox) == [
+            (update["update_id"], job["id"]) for job in sorted(jobs, key=lambda job: job["id"])]
+    botapi_bot.updates.append(update)
+    async with started(Courier(config, Path(tmp_path), None)) as second:
+        await handled_before(botapi, caplog, update["update_id"])
+        jobs, inbox = await jobs_and_inbox(second)
+    assert [row["prompt"] for row in jobs] == ["thrice"] * 3 and len(inbox) == 3
+    assert len(replies_to(botapi_bot, request)) == 3
+
+
+async def test_a_webhook_retry_queues_nothing_twice_and_the_first_answer_came_after_commit(
+        botapi, botapi_bot, pg_database, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="courier.submit")
+
+    def make_courier(url):
+        return Courier(settings(botapi, botapi_bot, pg_database, COURIER_WEBHOOK_URL=f"{url}/courier/telegram/webhook",
+                                COURIER_WEBHOOK_SECRET=SECRET), Path(tmp_path), None)
+
+    runner, url, courier = await serve_routes(make_courier)
+    try:
+        async with started(courier), ClientSession() as http:
+            request = botapi_bot.inject_text(USER, "/demo once")
+            update = botapi_bot.updates[-1]
+            await botapi.wait_for(lambda: update not in botapi_bot.updates, timeout=30)  # answered 200
+            jobs, inbox = await jobs_and_inbox(courier)  # ... only once the job was committed
+            assert [(row["update_id"], row["job_id"]) for row in inbox] == [(update["update_id"], jobs[0]["id"])]
+            await botapi.wait_for(lambda: replies_to(botapi_bot, request), timeout=30)
+            async with http.post(f"{url}/courier/telegram/webhook", json=update,
+                                 headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}) as response:
+                assert response.status == 200  # Telegram's retry: handled (before), so it stops retrying
+            await handled_before(botapi, caplog, update["update_id"])
+            jobs, inbox = await jobs_and_inbox(courier)
+    finally:
+        await runner.cleanup()
+    assert [row["prompt"] for row in jobs] == ["once"] and len(inbox) == 1
+    assert len(replies_to(botapi_bot, request)) == 1
