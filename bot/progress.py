@@ -3,7 +3,8 @@
 Telegram allows roughly one message edit per second per chat before answering
 429; progress frames arrive far faster, so we keep only the newest text and
 send it when the chat's interval has passed. The last edit is never dropped.
-Edits run in the background: a slow Bot API never holds up the job itself.
+Edits run in the background: a slow Bot API never holds up the job itself. The final text
+is sent like a result (``bot/sending.py``): retried while Telegram failed it for sure.
 A job whose "Queued" reply has not gone out yet has no status message: the first text
 posts one, and it becomes the job's unless the late "Queued" got recorded first (then
 ours is deleted and theirs edited). A message id of None is never edited.
@@ -12,14 +13,17 @@ ours is deleted and theirs edited). A message id of None is never edited.
 from __future__ import annotations
 
 import asyncio
-import time
 import contextlib
-from typing import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable
 
 from telegram import Bot
 from telegram.error import BadRequest, TelegramError
 from telegram.ext import AIORateLimiter
+
+from ..jobs.ports import ChatError
 from ..logs import get_logger
+from .sending import send
 
 log = get_logger("progress")
 
@@ -102,16 +106,24 @@ class ProgressMessage:
         """The final text, always shown, after any edit still in flight."""
         if self._pending is not None:
             await self._pending
-        if text != self._shown:
-            await self._show(text)
+        if text == self._shown:
+            return
+        try:
+            await send(lambda: self._write(text), f"status in chat {self.chat_id}")
+            self._shown = text
+        except ChatError as exc:  # e.g. the user deleted the message
+            log.info("final status in chat %s not shown: %s", self.chat_id, exc)
+
+    async def _write(self, text: str) -> None:
+        if self.message_id is None:
+            await self._post(text)
+        else:
+            await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=self.message_id,
+                                             rate_limit_args=STATUS)
 
     async def _show(self, text: str) -> None:
         try:
-            if self.message_id is None:
-                await self._post(text)
-            else:
-                await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=self.message_id,
-                                                 rate_limit_args=STATUS)
+            await self._write(text)
             self._shown = text
         except BadRequest as exc:  # e.g. the user deleted the message: progress is best effort
             log.info("progress edit in chat %s skipped: %s", self.chat_id, exc)

@@ -1,7 +1,8 @@
 """The chat port of ``jobs/`` (``jobs.ports.ChatSink``) over python-telegram-bot's Bot.
 
 Telegram's errors stop here: a file Telegram will not hand out becomes ``InputUnavailable``,
-anything else Telegram refuses becomes ``DeliveryFailed`` (``ChatError`` for a download).
+a send becomes ``DeliveryFailed`` or ``DeliveryUnconfirmed`` (``bot/sending.py``), a failed
+download ``ChatError``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from telegram.error import BadRequest, TelegramError
 from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable
 from .delivery import deliver_file
 from .progress import STATUS, ChatThrottle, ProgressMessage
+from .sending import send
 
 
 class TelegramSink:
@@ -23,10 +25,7 @@ class TelegramSink:
         self.throttle = ChatThrottle(progress_interval_s)
 
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
-        try:
-            sent = await self.bot.send_message(chat_id, text, **_reply(reply_to))
-        except TelegramError as exc:
-            raise DeliveryFailed(str(exc)) from exc
+        sent = await send(lambda: self.bot.send_message(chat_id, text, **_reply(reply_to)), "message")
         return sent.message_id
 
     async def check_chat(self, chat_id: int) -> None:
@@ -43,17 +42,12 @@ class TelegramSink:
         await delete_message(self.bot, chat_id, message_id)
 
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
-        try:
-            return await deliver_file(self.bot, chat_id, reply_to, filename, data)
-        except TelegramError as exc:
-            raise DeliveryFailed(str(exc)) from exc
+        return await deliver_file(self.bot, chat_id, reply_to, filename, data)
 
     async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
-        try:
-            await self.bot.send_document(chat_id, document=data, filename=filename,
-                                         disable_content_type_detection=True, **_reply(reply_to))
-        except TelegramError as exc:
-            raise DeliveryFailed(str(exc)) from exc
+        await send(lambda: self.bot.send_document(chat_id, document=data, filename=filename,
+                                                  disable_content_type_detection=True, **_reply(reply_to)),
+                   f"document {filename}")
 
     async def fetch_file(self, file_id: str) -> bytes:
         try:

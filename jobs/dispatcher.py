@@ -27,22 +27,31 @@ import time
 import uuid
 
 from .. import i18n
+from ..anyone.transport import make_connector
 from ..config import Settings
 from ..health import Health
-from ..store import backends, jobs
-from ..anyone.transport import make_connector
+from ..logs import get_logger
+from ..store import backends, deliveries, jobs
+from ..store.errors import StoreError
 from . import backends as backend_health
 from . import bench, prompt_job
-from .comfy_client import BackendUnavailable, ComfyClient, ComfyError, PromptLost, describe_error
+from .comfy_client import (
+    BackendUnavailable,
+    ComfyClient,
+    ComfyError,
+    PromptLost,
+    describe_error,
+)
 from .handoff import Handoff
-from .ports import ChatSink, StatusMessage
+from .ports import ChatBlocked, ChatSink, StatusMessage
 from .runner import JobError, JobRun, Runner
-from ..logs import get_logger
 
 log = get_logger("dispatcher")
 
 IDLE_POLL_S = 5.0
 BACKEND_RETRY_S = 5.0
+LEASE_CHECK_S = 2.0
+"""At most this long between lease renewals: a job cancelled or taken over elsewhere stops within it."""
 
 RUNNERS: dict[str, Runner] = {prompt_job.KIND: prompt_job.run, bench.KIND: bench.run_job}
 """Job kind (``job.params["kind"]``, a prompt job when absent) -> its runner."""
@@ -62,6 +71,7 @@ class ActiveJob:
     prompt_id: str
     task: asyncio.Task | None = None
     cancelled_by_user: bool = False
+    lease_lost: bool = False  # cancelled in another process, or queued again after our lease expired
 
 
 class Slots:
@@ -222,11 +232,21 @@ class Dispatcher:
                 log.exception("requeueing expired jobs failed")
             await asyncio.sleep(self.settings.job_lease_s / 2)
 
-    async def _keep_lease(self, job_id: int) -> None:
+    async def _keep_lease(self, job_id: int, active: ActiveJob) -> None:
+        """Renew the job's lease until the job is no longer ours; then stop its task."""
         lease_s = self.settings.job_lease_s
         while True:
-            await asyncio.sleep(lease_s / 3)
-            await jobs.extend_lease(self.store.pool, job_id, self.worker_id, lease_s)
+            await asyncio.sleep(min(lease_s / 3, LEASE_CHECK_S))
+            try:
+                if await jobs.extend_lease(self.store.pool, job_id, self.worker_id, lease_s):
+                    continue
+            except StoreError as exc:  # the database is away: the lease may still hold when it is back
+                log.warning("job %s: renewing its lease failed: %s", job_id, exc)
+                continue
+            log.info("job %s is no longer ours (cancelled, or its lease lost): stopping it", job_id)
+            active.lease_lost = True
+            active.task.cancel()
+            return
 
     async def _run(self, job, active: ActiveJob, hold: Hold) -> bool:
         """Run one claimed job to a final state, or back to the queue; True if its backend failed it.
@@ -242,7 +262,7 @@ class Dispatcher:
 
         progress = self.sink.status(job.chat_id, job.status_message_id, reply_to=job.reply_to_message_id,
                                     adopt=functools.partial(jobs.adopt_status_message, self.store.pool, job.id))
-        lease = asyncio.create_task(self._keep_lease(job.id), name=f"courier-lease-{job.id}")
+        lease = asyncio.create_task(self._keep_lease(job.id, active), name=f"courier-lease-{job.id}")
         started = time.monotonic()
         try:
             await hold.wait_turn()
@@ -255,6 +275,9 @@ class Dispatcher:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled
                 with contextlib.suppress(Exception):
                     await progress.finish(say("failed", name=job.command, reason=say("interrupted")))
+                return False
+            if active.lease_lost:
+                await self._not_ours(job, active, progress, say)
                 return False
             # shutting down: hand the job back for another worker or the next start
             await asyncio.shield(jobs.release(self.store.pool, job.id, self.worker_id, "dispatcher stopped"))
@@ -273,6 +296,14 @@ class Dispatcher:
         except JobError as exc:
             await self._finish_failed(job, progress, say, str(exc))
             return False
+        except deliveries.NotRunning:
+            await self._not_ours(job, active, progress, say)
+            return False
+        except ChatBlocked as exc:  # nothing can reach the user: end all their jobs, no retries
+            log.info("job %s: the user blocked the bot (%s); ending their jobs", job.id, exc)
+            await jobs.fail(self.store.pool, job.id, "the user blocked the bot", worker=self.worker_id)
+            await jobs.cancel_user_jobs(self.store.pool, job.user_id)
+            return False
         except Exception:
             incident = secrets.token_hex(4)
             log.exception("incident %s: job %s failed unexpectedly", incident, job.id)
@@ -280,9 +311,20 @@ class Dispatcher:
             return False
         finally:
             lease.cancel()
-        await jobs.succeed(self.store.pool, job.id, result, worker=self.worker_id)
-        await progress.finish(say("done", seconds=time.monotonic() - started))
+        if await jobs.succeed(self.store.pool, job.id, result, worker=self.worker_id):
+            seconds = time.monotonic() - started
+            await progress.finish(say("done_unconfirmed", seconds=seconds) if result.get("unconfirmed")
+                                  else say("done", seconds=seconds))
         return False
+
+    async def _not_ours(self, job, active: ActiveJob, progress: StatusMessage, say) -> None:
+        """The job was cancelled elsewhere, or runs again elsewhere: take our prompt off the backend."""
+        with contextlib.suppress(ComfyError):
+            await active.client.cancel(active.prompt_id)
+        now = await jobs.get_job(self.store.pool, job.id)
+        if now is not None and now.status == "cancelled":
+            with contextlib.suppress(Exception):
+                await progress.finish(say("failed", name=job.command, reason=say("interrupted")))
 
     async def _backend_failed(self, job, client: ComfyClient, progress: StatusMessage, say, exc: ComfyError) -> None:
         """The backend died under the job (or forgot it): stop its claims if it is down, and queue
@@ -296,7 +338,7 @@ class Dispatcher:
             return
         await jobs.release(self.store.pool, job.id, self.worker_id, reason, count_attempt=True)
         with contextlib.suppress(Exception):
-            await progress.update(say("backend_retrying"))
+            await progress.finish(say("backend_retrying"))  # never dropped by the throttle
 
     async def _finish_failed(self, job, progress: StatusMessage, say, reason: str) -> None:
         await jobs.fail(self.store.pool, job.id, reason, worker=self.worker_id)

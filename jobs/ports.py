@@ -7,8 +7,8 @@ whatever carries the messages.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Mapping, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 
 class ChatError(Exception):
@@ -28,7 +28,15 @@ class InputUnavailable(ChatError):
 
 
 class DeliveryFailed(ChatError):
-    """The chat refused or did not take a message or file."""
+    """The chat refused or did not take a message or file, for sure (retries are behind it)."""
+
+
+class ChatBlocked(DeliveryFailed):
+    """The user blocked the bot: nothing more can reach them."""
+
+
+class DeliveryUnconfirmed(ChatError):
+    """The request went out but its answer did not come: the chat may have taken it or not."""
 
 
 class StatusMessage(Protocol):
@@ -45,7 +53,7 @@ class ChatSink(Protocol):
         anything. :raises DeliveryFailed:"""
 
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
-        """Send a message; returns its message id. :raises DeliveryFailed:"""
+        """Send a message; returns its message id. :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
     def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
                adopt: Callable[[int], Awaitable[int | None]] | None = None) -> StatusMessage:
@@ -60,10 +68,11 @@ class ChatSink(Protocol):
 
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
         """Send one result file; returns what the session records for chaining
-        (``{"kind", "file_id", "filename"}``). :raises DeliveryFailed:"""
+        (``{"kind", "file_id", "filename"}``); a preview that does not go is no failure.
+        :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
     async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
-        """Send a file as it is (a document, no preview). :raises DeliveryFailed:"""
+        """Send a file as it is (a document, no preview). :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
     async def fetch_file(self, file_id: str) -> bytes:
         """The bytes of a file the user sent. :raises InputUnavailable:"""

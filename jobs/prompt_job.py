@@ -6,10 +6,10 @@ import dataclasses
 from collections.abc import AsyncIterator, Collection, Mapping
 
 from .. import imaging
-from ..store import sessions
+from ..store import deliveries, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from .comfy_client import ComfyClient, PromptResult
-from .ports import InputUnavailable
+from .ports import DeliveryFailed, DeliveryUnconfirmed, InputUnavailable
 from .runner import JobError, JobRun
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
@@ -35,14 +35,40 @@ async def run(run: JobRun) -> dict:
         result = await client.run_prompt(workflow, on_progress=on_progress, prompt_id=run.prompt_id,
                                          result_nodes=nodes_of(workflow, OUTPUT_NODE))
     run.left_backend()
-    delivered = []
+    delivered, unconfirmed = [], []
     async for file in result_files(client, result, handed, set(output_nodes(workflow))):
-        record = await run.sink.send_result(job.chat_id, job.reply_to_message_id, file.filename, file.data)
-        delivered.append({**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
-                          "job_id": job.id, "via": file.via})
+        record = await deliver_once(run, file)
+        if record is None:
+            unconfirmed.append(file.output)
+        else:
+            delivered.append(record)
     if delivered:
         await sessions.set_last_outputs(run.pool, job.chat_id, job.user_id, delivered)
-    return {"prompt_id": result.prompt_id, "outputs": delivered, "execution_ms": result.execution_ms}
+    return {"prompt_id": result.prompt_id, "outputs": delivered, "unconfirmed": unconfirmed,
+            "execution_ms": result.execution_ms}
+
+
+async def deliver_once(run: JobRun, file: ResultFile) -> dict | None:
+    """Send ``file`` unless an earlier run of the job did or may have; its record, None if nobody knows.
+
+    :raises DeliveryFailed: it did not go (a later run may send it).
+    :raises deliveries.NotRunning: the job was cancelled or its lease lost: nothing is sent.
+    """
+    job = run.job
+    earlier = await deliveries.begin(run.pool, job.id, file.output, job.worker)
+    if earlier is not None:
+        return earlier.record
+    try:
+        record = await run.sink.send_result(job.chat_id, job.reply_to_message_id, file.filename, file.data)
+    except DeliveryUnconfirmed:  # its row stays "sending": never sent again
+        return None
+    except DeliveryFailed:
+        await deliveries.drop(run.pool, job.id, file.output)
+        raise
+    record = {**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
+              "job_id": job.id, "via": file.via}
+    await deliveries.complete(run.pool, job.id, file.output, record)
+    return record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +78,7 @@ class ResultFile:
     type: str
     data: bytes = dataclasses.field(repr=False)
     via: str  # "handoff" (in this process), "websocket" (pushed as frames) or "view" (fetched)
+    output: str = ""  # "<node id>:<index>": the same in every run of the job, unlike the file name
 
 
 async def result_files(client: ComfyClient, result: PromptResult, handed: Mapping[str, list[bytes]],
@@ -71,7 +98,7 @@ async def result_files(client: ComfyClient, result: PromptResult, handed: Mappin
         for index, ref in enumerate(refs):
             subfolder, folder_type = ref.get("subfolder", ""), ref.get("type", "output")
             data = files[index] if files is not None else await client.view(ref["filename"], subfolder, folder_type)
-            yield ResultFile(ref["filename"], subfolder, folder_type, data, via)
+            yield ResultFile(ref["filename"], subfolder, folder_type, data, via, f"{node_id}:{index}")
 
 
 async def fetch_image(run: JobRun, file_id: str) -> bytes:

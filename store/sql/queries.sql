@@ -484,3 +484,20 @@ WITH sessions AS (
     DELETE FROM courier_pending_actions WHERE expires_at < now()
 )
 DELETE FROM courier_quota_events WHERE at < now() - interval '1 day';
+
+-- begin_delivery --
+-- Claims the send of output $2 of job $1 while the job runs for worker $3; returns nothing if
+-- the output already has a row or the job is no longer $3's (cancelled, its lease lost).
+INSERT INTO courier_deliveries (job_id, output, status)
+SELECT id, $2, 'sending' FROM courier_jobs WHERE id = $1 AND status = 'running' AND worker = $3
+ON CONFLICT DO NOTHING
+RETURNING job_id;
+
+-- get_delivery --
+SELECT status, record FROM courier_deliveries WHERE job_id = $1 AND output = $2;
+
+-- complete_delivery --
+UPDATE courier_deliveries SET status = 'sent', record = $3, updated_at = now() WHERE job_id = $1 AND output = $2;
+
+-- drop_delivery --
+DELETE FROM courier_deliveries WHERE job_id = $1 AND output = $2;

@@ -61,6 +61,17 @@ CREATE INDEX courier_jobs_running_idx ON courier_jobs (lease_until) WHERE status
 CREATE INDEX courier_jobs_user_idx ON courier_jobs (user_id, id);
 CREATE INDEX courier_jobs_backend_idx ON courier_jobs (backend) WHERE status = 'running';
 
+-- One row per output of a job sent or being sent to the chat, written before the send: a re-run
+-- of the job sends none that has one ('sending' is an unknown outcome). A sure failure deletes it.
+CREATE TABLE courier_deliveries (
+    job_id bigint NOT NULL REFERENCES courier_jobs ON DELETE CASCADE,
+    output text NOT NULL,  -- "<node id>:<index>", the same in every run of the job
+    status text NOT NULL CHECK (status IN ('sending', 'sent')),
+    record jsonb,  -- what the chat answered (file id, message ids), once sent
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job_id, output)
+);
+
 -- Queued jobs and their place in the claim order (1 = claimed next): users take turns, least
 -- recently served first, each turn taking the user's oldest job. Job k of a user waits for up to
 -- k-1 jobs of every user, plus one more of each user whose turn comes first and who has k or more.
