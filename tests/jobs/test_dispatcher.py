@@ -31,8 +31,8 @@ async def courier(comfyui, botapi, botapi_bot, pg_database, tmp_path, request):
     async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path, **env) as service:
         await commands.put_command(service.store.pool, "busy", workflow=cpu_bound(1024, 8),
                                    description="CPU-bound test graph")
-        await commands.put_command(service.store.pool, "slow", workflow=cpu_bound(1024, 24),
-                                   description="CPU-bound test graph, a few seconds")
+        await commands.put_command(service.store.pool, "slow", workflow=cpu_bound(2048, 24),
+                                   description="CPU-bound test graph, several seconds: long enough under load for the next job to queue behind it")
         yield service
 
 
