@@ -8,6 +8,7 @@ because the pack's root is not an importable package name.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -70,6 +71,21 @@ def comfyui_dir_or_exit() -> Path:
     if not (path / "main.py").is_file():
         sys.exit(f"COMFYUI_DIR={value} has no main.py")
     return path
+
+
+@contextlib.contextmanager
+def comfyui_server():
+    """A started ComfyUI of $COMFYUI_DIR in a scratch folder; stopped and the folder removed on exit."""
+    comfyui_dir = comfyui_dir_or_exit()
+    runner = load_runner()
+    scratch = runner.scratch_directory()
+    server = runner.ComfyUIProcess(comfyui_dir, scratch)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        runner.remove_tree(scratch)
 
 
 def load_pack():

@@ -41,7 +41,7 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
-from _common import Deadline, comfyui_dir_or_exit, figure, load_pack, load_runner, note
+from _common import Deadline, comfyui_server, figure, load_pack, load_runner, note
 
 USERS = tuple(range(7001, 7009))  # 8 users with 5 jobs each
 JOBS_PER_USER = 5
@@ -277,17 +277,9 @@ def main() -> int:
     parser.add_argument("--depth", type=int, default=2, help="COURIER_PIPELINE_DEPTH")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for the whole run")
     args = parser.parse_args()
-    comfyui_dir = comfyui_dir_or_exit()
     deadline = Deadline(args.budget)
-    runner = load_runner()
-    scratch = runner.scratch_directory()
-    server = runner.ComfyUIProcess(comfyui_dir, scratch)
-    server.start()
-    try:
+    with comfyui_server() as server:
         asyncio.run(asyncio.wait_for(measure(server.url, args.rounds, args.depth, deadline), args.budget))
-    finally:
-        server.stop()
-        runner.remove_tree(scratch)
     return 0
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import Deadline, comfyui_dir_or_exit, figure, load_pack, load_runner, note
+from _common import Deadline, comfyui_server, figure, load_pack, load_runner, note
 from _trace import Trace
 
 
@@ -88,18 +88,10 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--budget", type=float, default=420.0, help="seconds for the whole run")
     args = parser.parse_args()
-    comfyui_dir = comfyui_dir_or_exit()
     deadline = Deadline(args.budget)
-    runner = load_runner()
-    scratch = runner.scratch_directory()
-    server = runner.ComfyUIProcess(comfyui_dir, scratch)
-    server.start()
     trace = Trace()
-    try:
+    with comfyui_server() as server:
         overheads = asyncio.run(measure(server.url, args.jobs, deadline, trace))
-    finally:
-        server.stop()
-        runner.remove_tree(scratch)
     if not overheads:
         sys.exit("no job completed")
     note(f"{len(overheads)} jobs; overhead min {min(overheads):.1f} ms, max {max(overheads):.1f} ms")
