@@ -15,6 +15,7 @@ import pytest
 from comfyui_courier import i18n
 from comfyui_courier.store import commands
 from comfyui_courier.tests.jobs.test_dispatcher import (
+    TIMEOUT_S,
     comfy_queue,
     eventually,
     job_rows,
@@ -156,7 +157,11 @@ async def test_the_backend_retrying_notice_is_never_dropped_by_the_progress_thro
     async with running_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
                                COURIER_ALLOWED_USERS=str(USER), COURIER_PROGRESS_INTERVAL_S="600"):
         botapi_bot.inject_text(USER, "/demo a fox")
-        await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "running", name="demo"))
+        running = i18n.text("en", "running", name="demo")
+        # "Rendering" edits the Queued reply, or is the status message itself when the job starts first
+        await botapi_bot.emulator.wait_for(lambda: any(
+            c.method in ("sendMessage", "editMessageText") and running in c.params.get("text", "")
+            for c in botapi_bot.outbox), TIMEOUT_S)
         await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "backend_retrying"))
 
 
