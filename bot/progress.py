@@ -29,6 +29,7 @@ from telegram.ext import AIORateLimiter
 
 from ..jobs.ports import ChatError
 from ..logs import get_logger
+from ..store.errors import StoreError
 from .sending import send
 
 log = get_logger("progress")
@@ -197,7 +198,10 @@ class ProgressMessage:
         """``message_id`` becomes the status message; the one it replaces is deleted."""
         replaced, self.message_id = self.message_id, message_id
         if self._moved is not None:
-            await self._moved(message_id)
+            try:
+                await self._moved(message_id)
+            except StoreError as exc:  # the chat shows it anyway; only /forget would miss it
+                log.warning("status message %s in chat %s not recorded: %s", message_id, self.chat_id, exc)
         if replaced is not None:
             with contextlib.suppress(TelegramError):
                 await self.bot.delete_message(self.chat_id, replaced, rate_limit_args=STATUS)

@@ -11,7 +11,11 @@ import io
 import asyncpg
 import pytest
 from comfyui_courier import i18n
-from comfyui_courier.bot.progress import ChatThrottle, ProgressMessage, ResultsFirstLimiter
+from comfyui_courier.bot.progress import (
+    ChatThrottle,
+    ProgressMessage,
+    ResultsFirstLimiter,
+)
 from comfyui_courier.tests.support.courier import running_courier
 from PIL import Image
 from telegram.ext import ExtBot
