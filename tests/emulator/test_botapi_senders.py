@@ -49,7 +49,7 @@ async def test_group_members_reach_the_bot_as_privacy_mode_lets_them(botapi, bot
     name = botapi_bot.user["username"]
     assert (await tg.get_me()).can_read_all_group_messages is False
     chatter = botapi_bot.inject_group_text(group, USER, "hello all")
-    elsewhere = botapi_bot.inject_group_text(group, USER, "/demo@another_bot x")
+    botapi_bot.inject_group_text(group, USER, "/demo@another_bot x")  # another bot's
     plain = botapi_bot.inject_group_text(group, USER, "/demo a fox")
     addressed = botapi_bot.inject_group_text(group, other, f"/demo@{name} a cat", reply_to=chatter["message_id"])
     updates = await tg.get_updates()
