@@ -30,7 +30,7 @@ from telegram.ext import (
 )
 
 from .. import i18n, imaging
-from ..jobs.options import WIDEST, OptionError, command_options, plan
+from ..jobs.options import WIDEST, OptionError, command_options, offered, plan
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
@@ -40,7 +40,6 @@ from .context import CourierContext
 from .options import (
     choose,
     format_options,
-    offered,
     option_lines,
     option_message,
     split_options,
