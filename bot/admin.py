@@ -126,6 +126,10 @@ async def bench(update: Update, context: CourierContext) -> None:
                 update, "bench_unknown_backend", backend=clean_text(parsed.backend),
                 backends=", ".join(f"@{b.id} ({shown_url(b.url)})" for b in listed) or "–"))
             return
+        if backend.draining or not backend.healthy:  # its job would wait until an admin or the backend acts
+            await message.reply_text(context.t(update, "bench_backend_off", id=backend.id, url=shown_url(backend.url),
+                                               state=backend_state(update, context, backend)))
+            return
     try:  # refuse a workflow that cannot run as a job now, not on the backend later
         bench_job.benchmark_prompt(command.workflow, name=name, repeats=repeats)
     except WorkflowError as exc:
@@ -318,15 +322,19 @@ async def backends(update: Update, context: CourierContext) -> None:
         await message.reply_text(context.t(update, "backend_undrained", id=changed.id))
 
 
-def backend_line(update: Update, context: CourierContext, backend: backend_table.Backend) -> str:
+def backend_state(update: Update, context: CourierContext, backend: backend_table.Backend) -> str:
+    """Whether it takes jobs, drains, or is not reachable, in the admin's language."""
     if backend.draining:
-        state = context.t(update, "backend_draining")
-    elif backend.healthy:
-        state = context.t(update, "backend_ready")
-    else:
-        state = context.t(update, "backend_down")
-    return context.t(update, "backends_line", id=backend.id, url=shown_url(backend.url), state=state,
-                     running=backend.running, capacity=backend.capacity)
+        return context.t(update, "backend_draining")
+    if backend.healthy:
+        return context.t(update, "backend_ready")
+    return context.t(update, "backend_down")
+
+
+def backend_line(update: Update, context: CourierContext, backend: backend_table.Backend) -> str:
+    return context.t(update, "backends_line", id=backend.id, url=shown_url(backend.url),
+                     state=backend_state(update, context, backend), running=backend.running,
+                     capacity=backend.capacity)
 
 
 ADMIN_HANDLERS = {"queue": queue, "ban": ban, "unban": unban, "stats": stats, "bench": bench, "compare": compare,

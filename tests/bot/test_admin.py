@@ -174,6 +174,12 @@ async def test_bench_at_a_backend_runs_on_that_backend_only(botapi, botapi_bot, 
             assert (rows[-1]["status"], rows[-1]["backend"], rows[-1]["pinned"]) == (
                 "succeeded", target.url, target.url), rows[-1]
         assert len(first.prompts) == len(second.prompts) == 1  # each session's first run (the node queues the rest)
+
+        await backend_table.set_backend(courier.store.pool, ids[second.url], draining=True)
+        botapi_bot.inject_text(ADMIN, f"/bench demo @{ids[second.url]}")
+        await reply_with(botapi_bot, f"Backend #{ids[second.url]} ({second.url}) takes no jobs now: draining. "
+                                     "Nothing is queued")
+        assert len(await job_rows(courier)) == 2
         assert all(p["prompt"]["1"]["inputs"]["prompt"] == bench.PROMPT for p in first.prompts + second.prompts)
 
 
