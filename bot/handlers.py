@@ -37,13 +37,7 @@ from ..store import commands, jobs, sessions
 from ..store.user_options import get_user_options
 from . import access, admin, defaults, forget, languages
 from .context import CourierContext
-from .options import (
-    choose,
-    format_options,
-    option_lines,
-    option_message,
-    split_options,
-)
+from .options import choose, format_options, option_lines, option_message, split_options
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command
 
 log = get_logger("bot")
