@@ -30,7 +30,7 @@ from telegram.ext import (
 )
 
 from .. import i18n, imaging
-from ..jobs.options import OptionError, command_options, plan
+from ..jobs.options import WIDEST, OptionError, command_options, offered, plan
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
@@ -110,13 +110,29 @@ async def start(update: Update, context: CourierContext) -> None:
         commands=await _command_lines(context, update)))
 
 
+def builtin_help(name: str, language: str) -> str:
+    """``/help <built-in>``: what it does (its menu line); for /settings also the options it keeps."""
+    def say(key: str, **params) -> str:
+        return i18n.text(language, key, **params)
+
+    described = dict(command_menu([], language) + admin.admin_menu(language), start=say("help_start"))
+    if name == "settings":
+        return say("help_settings", description=described[name],
+                   options=", ".join(f"--{option}" for option in offered(WIDEST)))
+    return say("help_line", name=name, description=described[name])
+
+
 async def help_command(update: Update, context: CourierContext) -> None:
-    """List the enabled commands from the command table; ``/help <command>`` lists its options."""
+    """List the enabled commands from the command table; ``/help <command>`` lists its options, and
+    ``/help <built-in>`` says what that one does."""
     if not context.args:
         await update.effective_message.reply_text(
             context.t(update, "help", commands=await _command_lines(context, update)))
         return
     name = context.args[0].removeprefix("/").lower()
+    if name in BUILTIN_COMMANDS:
+        await update.effective_message.reply_text(builtin_help(name, context.language(update)))
+        return
     command = await commands.get_command(context.pool, name)
     if command is None or not command.enabled:
         await update.effective_message.reply_text(context.t(update, "unknown_command", name=name))

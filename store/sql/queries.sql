@@ -134,8 +134,8 @@ CROSS JOIN turns o;
 -- user served least recently (never served first). Rows locked by a concurrent claim are skipped.
 -- Nothing while the backend is unhealthy or draining. A job naming a
 -- model file that another backend taking jobs has and $3 lacks is left for that one (a backend
--- counts while some host checks it: every few seconds, so within the last minute). $3 NULL:
--- any job, no backend rules.
+-- counts while some host checks it: every few seconds, so within the last minute). A job whose
+-- params name a backend (/bench @backend) goes to that one only. $3 NULL: any job, no backend rules.
 WITH backend AS (
     SELECT b.models
     FROM courier_backends b
@@ -147,7 +147,8 @@ WITH backend AS (
     FROM courier_jobs j
     JOIN courier_users u ON u.user_id = j.user_id
     CROSS JOIN backend b
-    WHERE j.status = 'queued' AND (b.models IS NULL OR NOT EXISTS (
+    WHERE j.status = 'queued' AND (j.params->>'backend' IS NULL OR j.params->>'backend' = $3 OR $3::text IS NULL)
+        AND (b.models IS NULL OR NOT EXISTS (
         SELECT 1
         FROM jsonb_path_query(j.params, '$.workflow.*.inputs.* ? (@.type() == "string")') AS input(value)
         WHERE NOT b.models @> input.value AND EXISTS (
