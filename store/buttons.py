@@ -58,7 +58,7 @@ async def wait_for_edit(db: Db, *, user_id: int, chat_id: int, job_id: int, payl
     (replacing a wait for another result); returns its token, None if it waits for this one already."""
     async with acquire(db) as conn:
         return await conn.fetchval(query("put_pending_edit"), new_token(), user_id, chat_id,
-                                   {**payload, "job_id": job_id}, float(valid_s), job_id)
+                                   {**payload, "job_id": job_id}, job_id, float(valid_s))
 
 
 async def take_edit(db: Db, *, user_id: int, chat_id: int) -> PendingAction | None:
