@@ -76,7 +76,12 @@ async def queue_once(update: Update, context: CourierContext, token: str, action
     if not await buttons.press(context.pool, token, action):
         await query.answer(context.t(update, "button_pressed"))
         return
-    if await queue():
+    try:
+        queued = await queue()
+    except Exception:
+        await buttons.unpress(context.pool, token, action)
+        raise
+    if queued:
         await query.answer(context.t(update, "button_queued"))
         return
     await buttons.unpress(context.pool, token, action)

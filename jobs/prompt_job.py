@@ -9,6 +9,7 @@ from .. import imaging
 from ..logs import get_logger
 from ..store import buttons, deliveries, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
+from . import upscale
 from .comfy_client import ComfyClient, PromptResult
 from .ports import ChatError, DeliveryFailed, DeliveryUnconfirmed, InputUnavailable
 from .runner import JobError, JobRun
@@ -25,7 +26,8 @@ async def run(run: JobRun) -> dict:
     if job.params.get("image_file_id"):
         data = await fetch_image(run, job.params["image_file_id"])
         image_name = await client.upload_image(data, input_filename(job.id), INPUT_SUBFOLDER)
-    workflow = fill_job(job.params["workflow"], prompt=job.params.get("prompt", ""), seed=job.params["seed"],
+    graph = await upscale.for_backend(job.params["workflow"], run.pool, job.backend)
+    workflow = fill_job(graph, prompt=job.params.get("prompt", ""), seed=job.params["seed"],
                         image=image_name, chat_id=job.chat_id, user_id=job.user_id,
                         options=job.params.get("inputs"), job=run.prompt_id)
 

@@ -262,3 +262,33 @@ async def test_history_lists_the_last_results_with_a_button_to_run_each_again(co
         {k: rows[0]["params"][k] for k in ("prompt", "seed", "options")}
     first, rerun = (botapi_bot.file_bytes(d["file_id"]) for d in (documents(botapi_bot)[0], documents(botapi_bot)[2]))
     assert first == rerun  # the same seed: the same picture
+
+
+def tiny_upscale_model(path) -> None:
+    """A real ×2 ESRGAN, untrained and tiny (8 filters, 1 block): what matters is that the model runs."""
+    import torch
+    from spandrel.architectures.ESRGAN import ESRGAN
+
+    torch.manual_seed(0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(ESRGAN(num_filters=8, num_blocks=1, scale=2).state_dict(), path)
+
+
+async def test_upscale_uses_an_upscale_model_where_the_backend_has_one(botapi, botapi_bot, pg_database, tmp_path,
+                                                                     request):
+    require_comfyui()
+    server = request.getfixturevalue("comfyui_factory")(start=False)
+    tiny_upscale_model(server.base_directory / "models" / "upscale_models" / "tiny-RealESRGAN_x2.pth")
+    server.start()
+    async with courier_on(botapi, botapi_bot, pg_database, server.url, tmp_path) as courier:
+        botapi_bot.inject_text(USER, "/demo --size 96x64 a lighthouse")
+        await done(botapi_bot, 1)
+        botapi_bot.inject_text(USER, "/upscale")  # chains on the last result
+        await done(botapi_bot, 2)
+        assert png_size(botapi_bot.file_bytes(documents(botapi_bot)[-1]["file_id"])) == (192, 128)
+        [result] = [row["result"] for row in await fetch(
+            courier, "SELECT result FROM courier_jobs WHERE command = 'upscale'")]
+        [entry] = server.get_json(f"/history/{result['prompt_id']}").values()
+        ran = {node["class_type"]: node["inputs"] for node in entry["prompt"][2].values()}
+        assert ran["UpscaleModelLoader"] == {"model_name": "tiny-RealESRGAN_x2.pth"}
+        assert ran["ImageScaleBy"]["scale_by"] == 1.0 and "ImageSharpen" not in ran
