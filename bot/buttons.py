@@ -30,17 +30,18 @@ HISTORY_LINE_CHARS = 200  # of each result's command line in /history: ten of th
 AGAIN_PER_ROW = 5
 
 
-def command_line(job: Job) -> str:
-    """The command that makes the job's result again: ``/demo --seed 7 --ar 1:1 a fox``.
+def options_of(job: Job) -> list[tuple[str, str]]:
+    """The options that made the job's result, but its seed (a 🎲 job's differs from the typed one) and
+    the ``--n`` that made it one of several jobs (a batch's ``--n`` stays)."""
+    batch = "batch" in (job.params.get("inputs") or {})
+    return [(name, value) for name, value in split_options(job.params.get("options", ""))[1]
+            if name != "seed" and (name != "n" or batch)]
 
-    Its own seed, not the ``--n`` that made it one of several jobs (a batch's ``--n`` stays).
-    """
-    params = job.params
-    batch = "batch" in (params.get("inputs") or {})
-    pairs = [(name, value) for name, value in split_options(params.get("options", ""))[1]
-             if name != "seed" and (name != "n" or batch)]
-    return " ".join((f"/{job.command}", format_options([("seed", str(params["seed"])), *pairs],
-                                                       params.get("prompt", ""))))
+
+def command_line(job: Job) -> str:
+    """The command that makes the job's result again: ``/demo --seed 7 --ar 1:1 a fox``."""
+    pairs = [("seed", str(job.params["seed"])), *options_of(job)]
+    return f"/{job.command} {format_options(pairs, job.params.get('prompt', ''))}"
 
 
 def result_image(job: Job) -> str | None:
@@ -160,7 +161,7 @@ async def info(update: Update, context: CourierContext, job: Job, token: str) ->
     """ℹ️: the command, prompt, options and seed that made the result, with the command line to copy."""
     say = functools.partial(context.t, update)
     params = job.params
-    options = params.get("options") or say("info_no_options")
+    options = format_options(options_of(job)) or say("info_no_options")
     code = f"<code>{html.escape(command_line(job))}</code>"
     text = say("info", command=job.command, seed=params["seed"], options=html.escape(options),
                prompt=html.escape(params.get("prompt") or "-"), line=code)
