@@ -2,8 +2,9 @@
 
 Each handler is a top-level async function; the wiring is in ``build_handlers``. Nothing is
 queued that the update already shows to be wrong: only new messages from a person get past
-the ``gatekeeper``, text is cleaned (``parsing``), and a picture is checked for its type,
-file size and pixel count as far as the update states them. Whatever a handler raises
+the ``gatekeeper``, text is cleaned (``parsing``), and a command's options and picture are
+checked before its job is queued (``queueing``). Result buttons and ``/history`` are in
+``buttons``. Whatever a handler raises
 becomes one log record and a reply naming the same incident id (``on_error``).
 """
 
