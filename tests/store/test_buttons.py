@@ -44,7 +44,7 @@ async def test_racing_presses_on_separate_connections_count_once(store, pg_datab
 
 async def test_one_edit_waits_per_user_and_chat_until_it_expires(store):
     job_id, other_job = await finished_job(store), await finished_job(store)
-    wait = dict(user_id=USER, chat_id=CHAT, payload={"file_id": "f"}, valid_s=600)
+    wait = {"user_id": USER, "chat_id": CHAT, "payload": {"file_id": "f"}, "valid_s": 600}
     assert await buttons.wait_for_edit(store.pool, job_id=job_id, **wait) is not None
     assert await buttons.wait_for_edit(store.pool, job_id=job_id, **wait) is None  # waits already
     newer = await buttons.wait_for_edit(store.pool, job_id=other_job, **wait)  # another result replaces it
