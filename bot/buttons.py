@@ -77,16 +77,13 @@ async def queue_once(update: Update, context: CourierContext, token: str, action
     if not await buttons.press(context.pool, token, action):
         await query.answer(context.t(update, "button_pressed"))
         return
+    queued = False
     try:
         queued = await queue()
-    except Exception:
-        await buttons.unpress(context.pool, token, action)
-        raise
-    if queued:
-        await query.answer(context.t(update, "button_queued"))
-        return
-    await buttons.unpress(context.pool, token, action)
-    await query.answer()  # the chat says why
+    finally:
+        if not queued:
+            await buttons.unpress(context.pool, token, action)
+    await query.answer(context.t(update, "button_queued") if queued else None)  # if not, the chat says why
 
 
 def rerun(seed: Callable[[Job], int], action: str):
