@@ -3,7 +3,7 @@
 Every command of commands.json validates against the real ``/object_info``: node classes exist,
 required inputs are there, values have the input's type and range (or are one of its choices; a
 loader's choice may be the manifest's model file, absent here), links come from outputs of the
-type the input takes. The weight-free commands (demo, demoedit) run to the end and produce an image.
+type the input takes. The weight-free commands (demo, demoedit, upscale) run to the end and produce an image.
 The model commands have no weights here, so ComfyUI must reject them at
 validation with nothing but ``value_not_in_list`` on their loaders, naming
 exactly the manifest's model files: every other node, link and value of the
@@ -219,6 +219,17 @@ def test_demoedit_inverts_the_users_image(server):
     # ComfyUI images are floats in 0..1; writing 8 bits truncates as SaveImage does, so 1 - x
     # may land one step low. Anything more would be a lossy path (JPEG, a resize, a colour shift).
     assert np.abs(result - (255 - original.astype(int))).max() <= 1
+
+
+def test_upscale_doubles_the_users_image_without_a_model(server):
+    ys, xs = np.mgrid[0:30, 0:50]
+    ramps = np.stack([xs * 5, ys * 8, (xs + ys) * 3], axis=-1).astype(np.uint8)  # smooth: sharpening keeps it
+    original = Image.fromarray(ramps, "RGB")
+    workflow = job("upscale", prompt="", seed=1, image=upload_png(server, original))
+    picture = output_image(server, workflow, run_to_end(server, workflow))
+    assert picture.size == (100, 60)
+    lanczos = np.asarray(original.resize((100, 60), Image.Resampling.LANCZOS)).astype(int)
+    assert np.abs(np.asarray(picture.convert("RGB")).astype(int) - lanczos).mean() < 4  # the picture, larger
 
 
 @pytest.mark.parametrize("name", MODEL_COMMANDS)
