@@ -7,12 +7,15 @@ download ``ChatError``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from telegram import Bot
 from telegram.constants import FileSizeLimit
 from telegram.error import BadRequest, TelegramError
 
 from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable
 from .delivery import deliver_album, deliver_file, reply_args
+from .keyboards import result_keyboard
 from .progress import STATUS, ChatThrottle, ProgressMessage
 from .sending import send
 
@@ -47,6 +50,10 @@ class TelegramSink:
 
     async def send_album(self, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]]) -> list[dict]:
         return await deliver_album(self.bot, chat_id, reply_to, files)
+
+    async def offer_buttons(self, chat_id: int, message_id: int, token: str, say: Callable[..., str]) -> None:
+        await send(lambda: self.bot.edit_message_reply_markup(chat_id, message_id,
+                                                              reply_markup=result_keyboard(token, say)), "buttons")
 
     async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
         await send(lambda: self.bot.send_document(chat_id, document=data, filename=filename,

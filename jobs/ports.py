@@ -85,6 +85,11 @@ class ChatSink(Protocol):
         """Send 2-10 still images as one album (and their lossless files); a record per file, as
         ``send_result`` returns. :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
+    async def offer_buttons(self, chat_id: int, message_id: int, token: str, say: Callable[..., str]) -> None:
+        """Put the result buttons (new seed, upscale, edit, parameters, delete) under the result
+        message ``message_id``; ``token`` names the job's buttons, ``say`` gives their labels.
+        :raises DeliveryFailed, DeliveryUnconfirmed:"""
+
     async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
         """Send a file as it is (a document, no preview). :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
