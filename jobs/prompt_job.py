@@ -102,7 +102,15 @@ async def send_files(run: JobRun, files: list[ResultFile]) -> list[dict]:
     """
     job, say = run.job, run.say
     if len(files) > 1:
-        return await run.sink.send_album(job.chat_id, job.reply_to_message_id, [(f.filename, f.data) for f in files])
+        records = await run.sink.send_album(job.chat_id, job.reply_to_message_id,
+                                            [(f.filename, f.data) for f in files])
+        try:  # Telegram shows no buttons under an album: the job's go under this line after it
+            line = await run.sink.send_text(job.chat_id, say("album_results", count=len(files)),
+                                            records[0]["message_ids"][0])
+            records[-1]["message_ids"].append(line)
+        except ChatError as exc:
+            log.info("job %s: no line under its album: %s", job.id, exc)
+        return records
     (file,) = files
     size_mb, limit_mb = len(file.data) / 1e6, run.settings.upload_limit_mb
     if len(file.data) > upload_limit(run):

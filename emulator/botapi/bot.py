@@ -557,7 +557,13 @@ class EmulatedBot:
 
     def _edit(self, message: dict[str, Any], content: dict[str, Any], fields: tuple[str, ...],
               markup: dict[str, Any] | None) -> dict[str, Any]:
-        """Replaces ``fields`` and the inline keyboard (dropped when not given, as Telegram does)."""
+        """Replaces ``fields`` and the inline keyboard (dropped when not given, as Telegram does).
+
+        An album's message keeps none: clients cannot show one, so Telegram ignores it (an
+        editMessageReplyMarkup of one is "not modified").
+        """
+        if "media_group_id" in message:
+            markup = None
         edited = {k: v for k, v in message.items() if k not in fields and k not in ("reply_markup", "edit_date")}
         edited.update(content)
         if markup:

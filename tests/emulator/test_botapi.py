@@ -384,3 +384,13 @@ async def test_an_upload_over_the_limit_is_refused_with_413(botapi, botapi_bot, 
     assert [m.get("text") for m in botapi_bot.history(USER)] == ["/start"]
     sent = await tg.send_document(USER, bytes(10_000), filename="fits.bin")
     assert sent.document.file_size == 10_000
+
+
+async def test_an_album_message_takes_no_inline_keyboard(tg):
+    """Clients cannot show buttons under an album, so Telegram ignores them: "not modified"."""
+    album = await tg.send_media_group(USER, [InputMediaPhoto(png(32, 32)), InputMediaPhoto(png(32, 32, "blue"))])
+    keyboard = InlineKeyboardMarkup([[InlineKeyboardButton("Again", callback_data="again")]])
+    with pytest.raises(BadRequest, match="Message is not modified"):
+        await tg.edit_message_reply_markup(USER, album[-1].message_id, reply_markup=keyboard)
+    edited = await tg.edit_message_caption(USER, album[0].message_id, caption="first", reply_markup=keyboard)
+    assert (edited.caption, edited.reply_markup) == ("first", None)

@@ -1,8 +1,9 @@
 """Albums, videos and files beyond the upload limit, with real parts: python-telegram-bot on the Bot
 API emulator, real PostgreSQL, real ComfyUI (weight-free graphs of core nodes).
 
-- ``--n N`` on a graph that takes the batch: one album of the lossless files, one of their photos;
-  a record per output, so a re-run of the job sends nothing twice.
+- ``--n N`` on a graph that takes the batch: one album of the lossless files, one of their photos,
+  and a line under them for the job's buttons (Telegram shows none under an album); a record per
+  output, so a re-run of the job sends nothing twice.
 - A video: streamable (sendVideo, supports_streaming), and its file as a document.
 - A file beyond ``COURIER_UPLOAD_LIMIT_MB``, or one the Bot API server refuses with 413: a message
   with its size instead, nothing silently dropped.
@@ -83,8 +84,13 @@ async def test_n_results_go_as_one_album_of_files_and_one_of_photos(start, botap
         assert len({m["media_group_id"] for m in documents.result + photos.result}) == 2
         on_disk = [(comfyui.base_directory / "output" / "courier" / o["filename"]).read_bytes() for o in outputs]
         assert [botapi_bot.file_bytes(m["document"]["file_id"]) for m in documents.result] == on_disk  # lossless
+        (line,) = [c for c in sent(botapi_bot, "sendMessage", USER) if c.params["text"] == "⬆️ 3 results"]
+        assert line.result["reply_to_message"]["message_id"] == documents.result[0]["message_id"]
         assert [o["message_ids"] for o in outputs] == [
-            [d["message_id"], p["message_id"]] for d, p in zip(documents.result, photos.result)]
+            [d["message_id"], p["message_id"]] for d, p in zip(documents.result, photos.result)
+        ][:2] + [[documents.result[2]["message_id"], photos.result[2]["message_id"], line.result["message_id"]]]
+        (buttons,) = sent(botapi_bot, "editMessageReplyMarkup", USER)  # an album can carry none: the line does
+        assert buttons.params["message_id"] == line.result["message_id"]
 
         [row] = await job_rows(courier)  # run again, as after a crash between the send and "done"
         async with courier.store.pool.acquire() as conn:
@@ -95,6 +101,7 @@ async def test_n_results_go_as_one_album_of_files_and_one_of_photos(start, botap
             await conn.execute("NOTIFY courier_jobs, 'requeued'")
         assert await job_done(courier) == outputs
     assert len(sent(botapi_bot, "sendMediaGroup", USER)) == 2  # nothing sent twice
+    assert [c.params["text"] for c in sent(botapi_bot, "sendMessage", USER)].count("⬆️ 3 results") == 1
 
 
 async def test_a_video_stays_streamable_and_comes_with_its_file(start, botapi_bot, comfyui):
