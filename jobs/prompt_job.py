@@ -11,7 +11,13 @@ from ..store import buttons, deliveries, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from . import upscale
 from .comfy_client import ComfyClient, PromptResult
-from .ports import ChatError, DeliveryFailed, DeliveryUnconfirmed, InputUnavailable, UploadTooLarge
+from .ports import (
+    ChatError,
+    DeliveryFailed,
+    DeliveryUnconfirmed,
+    InputUnavailable,
+    UploadTooLarge,
+)
 from .runner import JobError, JobRun
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
