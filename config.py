@@ -101,6 +101,13 @@ class Settings:
                                "/ban, /unban, /stats, /bench, /compare; comma separated); empty = nobody", item=int)
     progress_interval_s: float = _field("COURIER_PROGRESS_INTERVAL_S", 3.0,
                                         "Minimum seconds between progress edits in one chat", minimum=0.0)
+    live_previews: bool = _field("COURIER_LIVE_PREVIEWS", True,
+                                 "Show ComfyUI's latest sampler preview in a running job's status message "
+                                 "(ComfyUI started with --preview-method auto)")
+    upload_limit_mb: float = _field("COURIER_UPLOAD_LIMIT_MB", 50.0,
+                                    "Largest file the Bot API server takes from the bot (Telegram's: 50; a local "
+                                    "Bot API server's: 2000); a bigger result is announced with its size",
+                                    minimum=0.001)
     max_image_mb: float = _field("COURIER_MAX_IMAGE_MB", 20.0,
                                  "Largest image a user may send", minimum=0.1)
     max_jobs_per_user: int = _field("COURIER_MAX_JOBS_PER_USER", 5,

@@ -18,6 +18,13 @@ from PIL import Image, ImageDraw, ImageFont, ImageOps, UnidentifiedImageError
 from . import i18n
 
 MAX_PIXELS = 64_000_000
+VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv")
+ANIMATION_SUFFIXES = (".gif",)
+
+
+def is_still(filename: str) -> bool:
+    """Whether a result file is a still image by its name (not a video or a GIF): it may join an album."""
+    return not filename.lower().endswith(VIDEO_SUFFIXES + ANIMATION_SUFFIXES)
 
 
 class BadImage(ValueError):

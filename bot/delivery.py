@@ -1,49 +1,98 @@
-"""Send a job's results to the chat: lossless file first, then a photo preview."""
+"""Send a job's results to the chat: each lossless file, and what a Telegram client shows best.
+
+A still image goes as a document (its bytes kept) and a photo preview; several at once as two
+albums, the documents and then their photos. A video goes as a streamable video and its file
+as a document; a GIF as an animation. Previews and a video's document are best effort.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 
-from telegram import Bot
+from telegram import Bot, InputMediaDocument, InputMediaPhoto, Message
+from telegram.constants import FileSizeLimit
 
+from ..imaging import ANIMATION_SUFFIXES, VIDEO_SUFFIXES
 from ..jobs.ports import ChatError
 from ..logs import get_logger
 from .sending import send
 
 log = get_logger("delivery")
 
-PREVIEW_MAX_BYTES = 10 * 2**20  # sendPhoto's limit
-VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv")
-ANIMATION_SUFFIXES = (".gif",)
+PREVIEW_MAX_BYTES = FileSizeLimit.PHOTOSIZE_UPLOAD  # sendPhoto's limit: 10 MB
 
 
 async def deliver_file(bot: Bot, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
     """Send one result; returns the session record used for chaining (and ``message_ids``, for /forget).
 
-    :raises DeliveryFailed, DeliveryUnconfirmed: of the file; the preview is best effort.
+    :raises UploadTooLarge, DeliveryFailed, DeliveryUnconfirmed: of the file; the extras are best effort.
     """
     suffix = os.path.splitext(filename)[1].lower()
-    reply = {"reply_to_message_id": reply_to, "allow_sending_without_reply": True}
+    reply = reply_args(reply_to)
     if suffix in VIDEO_SUFFIXES:
         sent = await send(lambda: bot.send_video(chat_id, video=data, filename=filename, supports_streaming=True,
                                                  **reply), f"video {filename}")
-        return {"kind": "video", "file_id": sent.video.file_id, "filename": filename,
-                "message_ids": [sent.message_id]}
+        message_ids = [sent.message_id]
+        await _also(message_ids, lambda: _document(bot, chat_id, sent.message_id, filename, data),
+                    f"file of video {filename}")
+        return {"kind": "video", "file_id": sent.video.file_id, "filename": filename, "message_ids": message_ids}
     if suffix in ANIMATION_SUFFIXES:
         sent = await send(lambda: bot.send_animation(chat_id, animation=data, filename=filename, **reply),
                           f"animation {filename}")
         return {"kind": "video", "file_id": sent.animation.file_id, "filename": filename,
                 "message_ids": [sent.message_id]}
-    document = await send(lambda: bot.send_document(chat_id, document=data, filename=filename,
-                                                    disable_content_type_detection=True, **reply),
-                          f"document {filename}")
+    document = await send(lambda: _document(bot, chat_id, reply_to, filename, data), f"document {filename}")
     message_ids = [document.message_id]
-    if len(data) <= PREVIEW_MAX_BYTES:
+    if len(data) <= PREVIEW_MAX_BYTES:  # e.g. extreme aspect ratios fail: the lossless file is there
+        await _also(message_ids, lambda: bot.send_photo(chat_id, photo=data, filename=filename,
+                                                        **reply_args(document.message_id)), f"preview {filename}")
+    return _image_record(document, filename, message_ids)
+
+
+async def deliver_album(bot: Bot, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]]) -> list[dict]:
+    """Send 2-10 still images: their documents as one album, then their photos as another.
+
+    :raises UploadTooLarge, DeliveryFailed, DeliveryUnconfirmed: of the documents; the photos are best effort.
+    """
+    documents = await send(lambda: bot.send_media_group(
+        chat_id, [InputMediaDocument(data, filename=name, disable_content_type_detection=True)
+                  for name, data in files], **reply_args(reply_to)), f"album of {len(files)} files")
+    records = [_image_record(message, name, [message.message_id]) for message, (name, _) in zip(documents, files)]
+    shown = [(record, name, data) for record, (name, data) in zip(records, files) if len(data) <= PREVIEW_MAX_BYTES]
+    if len(shown) == 1:
+        record, name, data = shown[0]
+        await _also(record["message_ids"], lambda: bot.send_photo(
+            chat_id, photo=data, filename=name, **reply_args(documents[0].message_id)), f"preview {name}")
+    elif shown:
         try:
-            preview = await send(lambda: bot.send_photo(chat_id, photo=data, filename=filename,
-                                                        reply_to_message_id=document.message_id,
-                                                        allow_sending_without_reply=True), f"preview {filename}")
-            message_ids.append(preview.message_id)
-        except ChatError as exc:  # e.g. extreme aspect ratios, or Telegram down: the lossless file is there
-            log.info("preview for %s skipped: %s", filename, exc)
+            photos = await send(lambda: bot.send_media_group(
+                chat_id, [InputMediaPhoto(data, filename=name) for _, name, data in shown],
+                **reply_args(documents[0].message_id)), f"album of {len(shown)} previews")
+        except ChatError as exc:
+            log.info("previews of an album skipped: %s", exc)
+        else:
+            for (record, _, _), photo in zip(shown, photos):
+                record["message_ids"].append(photo.message_id)
+    return records
+
+
+def _document(bot: Bot, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> Awaitable[Message]:
+    return bot.send_document(chat_id, document=data, filename=filename, disable_content_type_detection=True,
+                             **reply_args(reply_to))
+
+
+def _image_record(document: Message, filename: str, message_ids: list[int]) -> dict:
     return {"kind": "image", "file_id": document.document.file_id, "filename": filename, "message_ids": message_ids}
+
+
+async def _also(message_ids: list[int], call: Callable[[], Awaitable[Message]], what: str) -> None:
+    """Send a best-effort extra; its message joins ``message_ids`` when it goes."""
+    try:
+        message_ids.append((await send(call, what)).message_id)
+    except ChatError as exc:
+        log.info("%s skipped: %s", what, exc)
+
+
+def reply_args(reply_to: int | None) -> dict:
+    return {"reply_to_message_id": reply_to, "allow_sending_without_reply": True}

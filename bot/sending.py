@@ -22,7 +22,12 @@ from telegram.error import (
     TimedOut,
 )
 
-from ..jobs.ports import ChatBlocked, DeliveryFailed, DeliveryUnconfirmed
+from ..jobs.ports import (
+    ChatBlocked,
+    DeliveryFailed,
+    DeliveryUnconfirmed,
+    UploadTooLarge,
+)
 from ..logs import get_logger
 
 log = get_logger("sending")
@@ -31,6 +36,8 @@ T = TypeVar("T")
 
 ATTEMPTS = 4
 BACKOFF_S = (0.5, 1.0, 2.0)  # before the 2nd, 3rd and 4th attempt (a 429 waits its retry_after)
+TOO_LARGE = "Request Entity Too Large"
+"""How a 413 reads in PTB's NetworkError: the Bot API's front end refused the upload's size."""
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Causes of a NetworkError or TimedOut that prove the request never reached Telegram."""
 
@@ -39,6 +46,7 @@ async def send(call: Callable[[], Awaitable[T]], what: str) -> T:
     """``await call()`` until Telegram takes it; ``what`` names it in the log.
 
     :raises ChatBlocked: 403, the user blocked the bot.
+    :raises UploadTooLarge: refused for its size (413).
     :raises DeliveryFailed: refused (400), or still failing after ``ATTEMPTS``.
     :raises DeliveryUnconfirmed: the answer was lost.
     """
@@ -57,7 +65,9 @@ async def send(call: Callable[[], Awaitable[T]], what: str) -> T:
         except RetryAfter as exc:
             error, wait_s = exc, float(exc.retry_after if isinstance(exc.retry_after, int | float)
                                        else exc.retry_after.total_seconds())
-        except NetworkError as exc:  # Telegram answered an error (5xx), or the connection failed
+        except NetworkError as exc:  # Telegram answered an error (5xx, 413), or the connection failed
+            if TOO_LARGE in str(exc):  # a retry cannot help
+                raise UploadTooLarge(str(exc)) from exc
             error, wait_s = exc, _backoff(attempt)
         except TelegramError as exc:
             raise DeliveryFailed(str(exc)) from exc

@@ -14,7 +14,7 @@ from telegram.constants import FileSizeLimit
 from telegram.error import BadRequest, TelegramError
 
 from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable
-from .delivery import deliver_file
+from .delivery import deliver_album, deliver_file, reply_args
 from .keyboards import result_keyboard
 from .progress import STATUS, ChatThrottle, ProgressMessage
 from .sending import send
@@ -28,7 +28,7 @@ class TelegramSink:
         self.throttle = ChatThrottle(progress_interval_s)
 
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
-        sent = await send(lambda: self.bot.send_message(chat_id, text, **_reply(reply_to)), "message")
+        sent = await send(lambda: self.bot.send_message(chat_id, text, **reply_args(reply_to)), "message")
         return sent.message_id
 
     async def check_chat(self, chat_id: int) -> None:
@@ -38,8 +38,9 @@ class TelegramSink:
             raise DeliveryFailed(str(exc)) from exc
 
     def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
-               adopt=None) -> ProgressMessage:
-        return ProgressMessage(self.bot, chat_id, message_id, self.throttle, reply_to=reply_to, adopt=adopt)
+               adopt=None, moved=None) -> ProgressMessage:
+        return ProgressMessage(self.bot, chat_id, message_id, self.throttle, reply_to=reply_to, adopt=adopt,
+                               moved=moved)
 
     async def delete_message(self, chat_id: int, message_id: int) -> None:
         await delete_message(self.bot, chat_id, message_id)
@@ -47,13 +48,16 @@ class TelegramSink:
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
         return await deliver_file(self.bot, chat_id, reply_to, filename, data)
 
+    async def send_album(self, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]]) -> list[dict]:
+        return await deliver_album(self.bot, chat_id, reply_to, files)
+
     async def offer_buttons(self, chat_id: int, message_id: int, token: str, say: Callable[..., str]) -> None:
         await send(lambda: self.bot.edit_message_reply_markup(chat_id, message_id,
                                                               reply_markup=result_keyboard(token, say)), "buttons")
 
     async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
         await send(lambda: self.bot.send_document(chat_id, document=data, filename=filename,
-                                                  disable_content_type_detection=True, **_reply(reply_to)),
+                                                  disable_content_type_detection=True, **reply_args(reply_to)),
                    f"document {filename}")
 
     async def fetch_file(self, file_id: str) -> bytes:
@@ -75,7 +79,3 @@ async def delete_message(bot: Bot, chat_id: int, message_id: int) -> None:
         await bot.delete_message(chat_id, message_id, rate_limit_args=STATUS)
     except TelegramError as exc:
         raise DeliveryFailed(str(exc)) from exc
-
-
-def _reply(reply_to: int | None) -> dict:
-    return {"reply_to_message_id": reply_to, "allow_sending_without_reply": True}

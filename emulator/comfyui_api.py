@@ -50,7 +50,8 @@ from ..nodes import NODE_CLASS_MAPPINGS as PACK_NODES
 
 COMFYUI_VERSION = "0.3.64"
 FEATURE_FLAGS = {"supports_preview_metadata": True, "max_upload_size": 104857600}
-_PREVIEW_IMAGE, _PNG = 1, 2
+_PREVIEW_IMAGE = 1  # the binary event type
+_JPEG = 1  # its image format: a sampler's previews are JPEG (latent_preview.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -415,7 +416,7 @@ class FakeComfyUI:
         self.steps = steps  # progress frames sent while the progress node runs
         self.step_delay = step_delay  # seconds per step
         self.progress_class = progress_class  # nodes of this class report steps; None = the first node that runs
-        self.previews = previews  # send a binary PNG preview frame per step
+        self.previews = previews  # send a binary JPEG preview frame per step, as a sampler with --preview-method
         self.refuse_websockets = False  # answer /ws with 503
         self.requests: list[RecordedRequest] = []
         self.files: dict[tuple[str, str, str], bytes] = {}  # (type, subfolder, filename) -> bytes
@@ -1018,6 +1019,7 @@ class FakeComfyUI:
             await self._send("progress", {"value": step, "max": self.steps, "prompt_id": prompt_id,
                                           "node": node_id}, cid)
             if self.previews and cid is not None:
-                picture = Image.new("RGB", (8, 8), (step * 40 % 256, 0, 0))
-                frame = struct.pack(">II", _PREVIEW_IMAGE, _PNG) + imaging.encode_png(picture)
+                buffer = io.BytesIO()
+                Image.new("RGB", (64, 64), (step * 40 % 256, 0, 0)).save(buffer, "JPEG")
+                frame = struct.pack(">II", _PREVIEW_IMAGE, _JPEG) + buffer.getvalue()
                 await self._send("preview", frame, cid)

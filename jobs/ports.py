@@ -35,6 +35,10 @@ class ChatBlocked(DeliveryFailed):
     """The user blocked the bot: nothing more can reach them."""
 
 
+class UploadTooLarge(DeliveryFailed):
+    """The chat refused a file for its size (beyond what its server takes from bots)."""
+
+
 class DeliveryUnconfirmed(ChatError):
     """The request went out but its answer did not come: the chat may have taken it or not."""
 
@@ -43,6 +47,9 @@ class StatusMessage(Protocol):
     """A job's status message: edits are best effort and throttled, the final text always shows."""
 
     async def update(self, text: str) -> None: ...
+
+    async def preview(self, image: bytes) -> None:
+        """Show ``image`` (a live preview of the running job) with the latest text; best effort."""
 
     async def finish(self, text: str) -> None: ...
 
@@ -56,11 +63,13 @@ class ChatSink(Protocol):
         """Send a message; returns its message id. :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
     def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
-               adopt: Callable[[int], Awaitable[int | None]] | None = None) -> StatusMessage:
+               adopt: Callable[[int], Awaitable[int | None]] | None = None,
+               moved: Callable[[int], Awaitable[None]] | None = None) -> StatusMessage:
         """The status message ``message_id`` of a job in ``chat_id``, to edit as the job goes on.
 
         With ``message_id`` None the first text posts the message (replying to ``reply_to``)
         and ``adopt(new_id)`` records it unless the job has one; it returns the job's.
+        ``moved(new_id)`` records a message that took the status message's place (a preview's).
         """
 
     async def delete_message(self, chat_id: int, message_id: int) -> None:
@@ -68,8 +77,13 @@ class ChatSink(Protocol):
 
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
         """Send one result file; returns what the session records for chaining
-        (``{"kind", "file_id", "filename"}``); a preview that does not go is no failure.
+        (``{"kind", "file_id", "filename", "message_ids"}``); a preview that does not go is no failure.
+        :raises UploadTooLarge: the file is beyond what the chat's server takes.
         :raises DeliveryFailed, DeliveryUnconfirmed:"""
+
+    async def send_album(self, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]]) -> list[dict]:
+        """Send 2-10 still images as one album (and their lossless files); a record per file, as
+        ``send_result`` returns. :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
     async def offer_buttons(self, chat_id: int, message_id: int, token: str, say: Callable[..., str]) -> None:
         """Put the result buttons (new seed, upscale, edit, parameters, delete) under the result

@@ -11,11 +11,18 @@ from ..store import buttons, deliveries, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from . import upscale
 from .comfy_client import ComfyClient, PromptResult
-from .ports import ChatError, DeliveryFailed, DeliveryUnconfirmed, InputUnavailable
+from .ports import (
+    ChatError,
+    DeliveryFailed,
+    DeliveryUnconfirmed,
+    InputUnavailable,
+    UploadTooLarge,
+)
 from .runner import JobError, JobRun
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
 KIND = "prompt"  # the kind of a job whose params name none
+ALBUM_MAX = 10  # items in one Telegram album (media group)
 
 log = get_logger("jobs")
 
@@ -36,45 +43,105 @@ async def run(run: JobRun) -> dict:
             await run.status.update(say("progress", name=job.command, value=event.value, max=event.max,
                                         percent=int(100 * event.value / event.max)))
 
+    async def on_preview(preview) -> None:  # a sampler's (a result node's pushed files are no previews)
+        await run.status.preview(preview.image)
+
     with run.handoff.expect(run.prompt_id) as handed:
         result = await client.run_prompt(workflow, on_progress=on_progress, prompt_id=run.prompt_id,
-                                         result_nodes=nodes_of(workflow, OUTPUT_NODE))
+                                         result_nodes=nodes_of(workflow, OUTPUT_NODE),
+                                         on_preview=on_preview if run.settings.live_previews else None)
     run.left_backend()
-    delivered, unconfirmed = [], []
-    async for file in result_files(client, result, handed, set(output_nodes(workflow))):
-        record = await deliver_once(run, file)
-        if record is None:
-            unconfirmed.append(file.output)
-        else:
-            delivered.append(record)
+    files = [file async for file in result_files(client, result, handed, set(output_nodes(workflow)))]
+    records = await deliver(run, files)
+    delivered = [record for record in records if record is not None]
+    if chained := [record for record in delivered if record.get("file_id")]:
+        await sessions.set_last_outputs(run.pool, job.chat_id, job.user_id, chained)
     if delivered:
-        await sessions.set_last_outputs(run.pool, job.chat_id, job.user_id, delivered)
         await offer_buttons(run, delivered[-1])
-    return {"prompt_id": result.prompt_id, "outputs": delivered, "unconfirmed": unconfirmed,
+    return {"prompt_id": result.prompt_id, "outputs": delivered,
+            "unconfirmed": [file.output for file, record in zip(files, records) if record is None],
             "execution_ms": result.execution_ms}
 
 
-async def deliver_once(run: JobRun, file: ResultFile) -> dict | None:
-    """Send ``file`` unless an earlier run of the job did or may have; its record, None if nobody knows.
+async def deliver(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
+    """Send the job's files: still images that fit as albums (``ALBUM_MAX`` each), the rest one by one;
+    a record per file, in order (None where nobody knows whether it went)."""
+    limit = upload_limit(run)
+    stills = [i for i, file in enumerate(files) if len(file.data) <= limit and imaging.is_still(file.filename)]
+    albums = [stills[i:i + ALBUM_MAX] for i in range(0, len(stills), ALBUM_MAX)] if len(stills) > 1 else []
+    alone = set(range(len(files))).difference(*albums)
+    records: dict[int, dict | None] = {}
+    for group in [*albums, *([i] for i in sorted(alone))]:
+        records.update(zip(group, await deliver_once(run, [files[i] for i in group])))
+    return [records[i] for i in range(len(files))]
 
-    :raises DeliveryFailed: it did not go (a later run may send it).
+
+async def deliver_once(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
+    """Send ``files`` (one, or an album) but those an earlier run of the job sent or may have;
+    their records, None where nobody knows.
+
+    :raises DeliveryFailed: they did not go (a later run may send them).
     :raises deliveries.NotRunning: the job was cancelled or its lease lost: nothing is sent.
     """
     job = run.job
-    earlier = await deliveries.begin(run.pool, job.id, file.output, job.worker)
-    if earlier is not None:
-        return earlier.record
+    earlier = [await deliveries.begin(run.pool, job.id, file.output, job.worker) for file in files]
+    fresh = [file for file, before in zip(files, earlier) if before is None]
     try:
-        record = await run.sink.send_result(job.chat_id, job.reply_to_message_id, file.filename, file.data)
-    except DeliveryUnconfirmed:  # its row stays "sending": never sent again
-        return None
-    except DeliveryFailed:
-        await deliveries.drop(run.pool, job.id, file.output)
+        sent = await send_files(run, fresh) if fresh else []
+    except DeliveryUnconfirmed:  # their rows stay "sending": never sent again
+        sent = [None] * len(fresh)
+    except DeliveryFailed as exc:
+        for file in fresh:
+            await deliveries.drop(run.pool, job.id, file.output)
+        if isinstance(exc, UploadTooLarge) and len(fresh) > 1:  # the server takes less than the setting says
+            return [(await deliver_once(run, [file]))[0] for file in files]
         raise
-    record = {**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
-              "job_id": job.id, "via": file.via}
-    await deliveries.complete(run.pool, job.id, file.output, record)
+    records = iter(sent)
+    return [before.record if before is not None else await completed(run, file, next(records))
+            for file, before in zip(files, earlier)]
+
+
+async def send_files(run: JobRun, files: list[ResultFile]) -> list[dict]:
+    """One file, or an album; one beyond the upload limit is announced with its size instead.
+
+    :raises DeliveryFailed, DeliveryUnconfirmed:
+    """
+    job, say = run.job, run.say
+    if len(files) > 1:
+        records = await run.sink.send_album(job.chat_id, job.reply_to_message_id,
+                                            [(f.filename, f.data) for f in files])
+        try:  # Telegram shows no buttons under an album: the job's go under this line after it
+            line = await run.sink.send_text(job.chat_id, say("album_results", count=len(files)),
+                                            records[0]["message_ids"][0])
+            records[-1]["message_ids"].append(line)
+        except ChatError as exc:
+            log.info("job %s: no line under its album: %s", job.id, exc)
+        return records
+    (file,) = files
+    size_mb, limit_mb = len(file.data) / 1e6, run.settings.upload_limit_mb
+    if len(file.data) > upload_limit(run):
+        text = say("result_too_large", filename=file.filename, size_mb=size_mb, limit_mb=limit_mb)
+    else:
+        try:
+            return [await run.sink.send_result(job.chat_id, job.reply_to_message_id, file.filename, file.data)]
+        except UploadTooLarge:
+            text = say("result_refused_for_size", filename=file.filename, size_mb=size_mb)
+    message_id = await run.sink.send_text(job.chat_id, text, job.reply_to_message_id)
+    return [{"kind": "too_large", "filename": file.filename, "message_ids": [message_id]}]
+
+
+async def completed(run: JobRun, file: ResultFile, record: dict | None) -> dict | None:
+    """Keep what the chat answered for ``file``, with where the file lies on the backend (for /forget)."""
+    if record is None:
+        return None
+    record = {**record, "subfolder": file.subfolder, "type": file.type, "job_id": run.job.id, "via": file.via}
+    await deliveries.complete(run.pool, run.job.id, file.output, record)
     return record
+
+
+def upload_limit(run: JobRun) -> int:
+    """The largest file, in bytes, the chat's server takes from the bot (decimal MB, as Telegram counts)."""
+    return int(run.settings.upload_limit_mb * 1e6)
 
 
 async def offer_buttons(run: JobRun, last: dict) -> None:

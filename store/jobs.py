@@ -140,6 +140,12 @@ async def adopt_status_message(db: Db, job_id: int, message_id: int) -> int | No
         return await conn.fetchval(query("adopt_status_message"), job_id, message_id)
 
 
+async def move_status_message(db: Db, job_id: int, message_id: int) -> None:
+    """The job's status message is now ``message_id`` (its earlier one is deleted)."""
+    async with acquire(db) as conn:
+        await conn.execute(query("move_status_message"), job_id, message_id)
+
+
 async def succeed(db: Db, job_id: int, result: dict[str, Any], *, worker: str | None = None) -> bool:
     """Finish a running job with ``result``; False if it is not running (or not ``worker``'s)."""
     async with acquire(db) as conn:

@@ -8,7 +8,7 @@ for even when the answer was an error or never came.
 Emulated: private chats with users (a user must have written to the bot
 first, or sending fails with "chat not found", as in Telegram), text and
 photo/document/video/animation/sticker messages, edits by the user, inline
-keyboards, callback queries, edits, deletions, commands, getChat, getUpdates
+keyboards, callback queries, edits (text, caption, media), deletions, commands, getChat, getUpdates
 long polling and webhooks. Groups and supergroups: members' text and photos, which
 reach the bot as privacy mode lets them (``sees_in_group``), anonymous group admins,
 and channel posts. Not emulated: group membership, inline mode, audio/voice, payments.
@@ -557,7 +557,13 @@ class EmulatedBot:
 
     def _edit(self, message: dict[str, Any], content: dict[str, Any], fields: tuple[str, ...],
               markup: dict[str, Any] | None) -> dict[str, Any]:
-        """Replaces ``fields`` and the inline keyboard (dropped when not given, as Telegram does)."""
+        """Replaces ``fields`` and the inline keyboard (dropped when not given, as Telegram does).
+
+        An album's message keeps none: clients cannot show one, so Telegram ignores it (an
+        editMessageReplyMarkup of one is "not modified").
+        """
+        if "media_group_id" in message:
+            markup = None
         edited = {k: v for k, v in message.items() if k not in fields and k not in ("reply_markup", "edit_date")}
         edited.update(content)
         if markup:
@@ -624,6 +630,8 @@ class EmulatedBot:
             raise bad_request(missing)
         if not upload.data:
             raise bad_request("file must be non-empty")
+        if len(upload.data) > self.emulator.max_upload:  # Telegram's front end refuses the whole request
+            raise ApiError(413, "Request Entity Too Large")
         return upload
 
     def _media_content(self, kind: str, source: Upload | StoredFile, params: dict[str, Any]) -> dict[str, Any]:
@@ -884,6 +892,29 @@ async def _edit_message_caption(bot: EmulatedBot, call: Call) -> dict[str, Any]:
     if "text" in message:
         raise bad_request("there is no caption in the message to edit")
     return bot._edit(message, _caption(call.params), ("caption", "caption_entities"), _markup(call.params))
+
+
+MEDIA_KINDS = ("photo", "video", "animation", "document")
+
+
+@_method("editMessageMedia", outbound=True)
+async def _edit_message_media(bot: EmulatedBot, call: Call) -> dict[str, Any]:
+    """Replaces the photo/video/animation/document of a media message, and its caption with the new media's."""
+    message = bot._editable(call.params)
+    if not any(kind in message for kind in MEDIA_KINDS):
+        raise bad_request("there is no media in the message to edit")
+    item = call.params.get("media")
+    if not isinstance(item, dict):
+        raise bad_request("can't parse InputMedia JSON object")
+    kind = item.get("type")
+    if kind not in MEDIA_KINDS:
+        raise bad_request(f'can\'t parse InputMedia: type "{kind}" is unsupported')
+    if "media_group_id" in message and ("document" in message) != (kind == "document"):
+        raise bad_request("document can't be mixed with other media types")
+    source = bot._source(call, kind, item.get("media"), None, "can't parse InputMedia: media not found")
+    content = {**bot._media_content(kind, source, item), **_caption(item)}
+    return bot._edit(message, content, (*MEDIA_KINDS, "caption", "caption_entities", "has_media_spoiler"),
+                     _markup(call.params))
 
 
 @_method("editMessageReplyMarkup", outbound=True)

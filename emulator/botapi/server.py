@@ -27,10 +27,12 @@ _TOKEN = re.compile(r"[1-9][0-9]*:[A-Za-z0-9_-]+")
 class BotApiEmulator:
     """A local Telegram Bot API server for tests and demos (see the package docstring)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_upload: int = MAX_UPLOAD):
         self.host = host
         self.port = port
         """The port asked for; the one picked once started."""
+        self.max_upload = max_upload
+        """The largest file a bot may upload (Telegram's 50 MB; lower it to test what is beyond)."""
         self.users: dict[int, dict[str, Any]] = {}
         self.closing = False
         self._bots: dict[str, EmulatedBot] = {}
@@ -57,7 +59,7 @@ class BotApiEmulator:
     async def start(self) -> BotApiEmulator:
         if self._runner is not None:
             raise RuntimeError("the emulator is already started")
-        app = web.Application(client_max_size=MAX_UPLOAD + 1024 * 1024)
+        app = web.Application(client_max_size=max(self.max_upload, MAX_UPLOAD) + 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._bot_api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         app.add_subapp(control.PREFIX, control.make_app(self))

@@ -192,6 +192,11 @@ UPDATE courier_jobs SET progress = $2 WHERE id = $1 AND status = 'running' RETUR
 UPDATE courier_jobs SET status_message_id = COALESCE(status_message_id, $2) WHERE id = $1
 RETURNING status_message_id;
 
+-- move_status_message --
+-- The status message of job $1 is now message $2 (a live preview turned it into a photo, or the
+-- final text replaced that photo), so that /forget deletes the one the chat shows.
+UPDATE courier_jobs SET status_message_id = $2 WHERE id = $1;
+
 -- finish_job --
 -- Ends a running job as $2 (succeeded or failed); only worker $5 may, unless $5 is NULL.
 UPDATE courier_jobs

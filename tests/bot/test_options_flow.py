@@ -47,24 +47,27 @@ async def courier_fake(botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
 
 
 def replies_to(message):
-    """Calls whose message replies to ``message`` (message ids count per chat)."""
-    def replies(call):
-        result = call.result or {}
-        return (result.get("chat", {}).get("id") == message["chat"]["id"]
-                and result.get("reply_to_message", {}).get("message_id") == message["message_id"])
+    """Whether a sent message replies to ``message`` (message ids count per chat)."""
+    def replies(sent):
+        return (sent.get("chat", {}).get("id") == message["chat"]["id"]
+                and sent.get("reply_to_message", {}).get("message_id") == message["message_id"])
     return replies
 
 
 async def results(bot, message, count=1) -> list[bytes]:
-    """The bytes of the ``count`` lossless results the bot sent in reply to ``message``."""
+    """The bytes of the ``count`` lossless results the bot sent in reply to ``message`` (as files, or
+    an album of files)."""
+    replies = replies_to(message)
+
     def sent():
-        found = [c for c in bot.outbox if c.method == "sendDocument" and replies_to(message)(c)]
+        found = [m for c in bot.outbox if c.method in ("sendDocument", "sendMediaGroup")
+                 for m in (c.result if isinstance(c.result, list) else [c.result]) if "document" in m and replies(m)]
         return found if len(found) >= count else None
     try:
-        calls = await bot.emulator.wait_for(sent, timeout=90)
+        documents = await bot.emulator.wait_for(sent, timeout=90)
     except TimeoutError:
         raise AssertionError(f"no {count} results; the bot sent: {texts(bot)}") from None
-    return [bot.file_bytes(call.result["document"]["file_id"]) for call in calls]
+    return [bot.file_bytes(document["document"]["file_id"]) for document in documents]
 
 
 async def all_done(bot, count: int) -> None:

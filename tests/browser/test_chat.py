@@ -18,12 +18,17 @@ from pathlib import Path
 
 import pytest
 import telegram
-from PIL import Image
-from telegram import BotCommand, BotCommandScopeAllPrivateChats, InlineKeyboardButton, InlineKeyboardMarkup
-
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.emulator.test_botapi import mp4_header
 from comfyui_courier.tests.support.requires import require_chromium
+from PIL import Image
+from telegram import (
+    BotCommand,
+    BotCommandScopeAllPrivateChats,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    InputMediaPhoto,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -163,6 +168,22 @@ async def test_the_web_chat_shows_what_the_bot_does_and_plays_the_user(botapi, b
         await page.wait_for("document.querySelector('.message.from-bot video.media')?.src.includes('/files/')",
                             what="the video inline")
         await page.screenshot(shots / "chat-2-media.png")
+
+        # an album stacks as one bubble; a status photo edited to another photo shows the new one
+        album = await tg.send_media_group(ADA, [InputMediaPhoto(png("red", (30, 20))),
+                                               InputMediaPhoto(png("blue", (30, 20)))])
+        await page.wait_for(f"document.querySelector('.message[data-message-id=\"{album[1].message_id}\"]')"
+                            "?.classList.contains('album-next')", what="the album as one bubble")
+        assert await page.evaluate(f"document.querySelector('.message[data-message-id=\"{album[0].message_id}\"]')"
+                                   ".className") == "message from-bot in-album"
+        preview = await tg.send_photo(ADA, png("red", (40, 30)), caption="Rendering 1/2")
+        await tg.edit_message_media(InputMediaPhoto(png("blue", (50, 30)), caption="Rendering 2/2"), ADA,
+                                    preview.message_id)
+        edited = f"document.querySelector('.message[data-message-id=\"{preview.message_id}\"]')"
+        await page.wait_for(f"{edited}?.querySelector('img.media')?.naturalWidth === 50", what="the edited media")
+        assert await page.evaluate(f"{edited}.textContent.includes('Rendering 2/2')")
+        assert await page.evaluate(f"{edited}.querySelector('.meta').textContent.startsWith('edited')")
+        await page.screenshot(shots / "chat-3-album.png")
 
         # another user: their own chat, their language's menu
         await page.evaluate(f"(() => {{ const s = document.getElementById('user'); s.value = '{GRETA}';"

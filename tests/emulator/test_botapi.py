@@ -342,3 +342,55 @@ async def test_user_photo_and_document_are_downloadable_by_the_bot(botapi_bot, t
     assert updates[1].message.reply_to_message.message_id == photo_message["message_id"]
     assert bytes(await (await document.get_file()).download_as_bytearray()) == original
     assert json.loads(json.dumps(updates[1].message.to_dict()))["document"]["mime_type"] == "image/png"
+
+
+async def test_edit_message_media_turns_a_photo_into_another_with_a_new_caption(botapi_bot, tg):
+    sent = await tg.send_photo(USER, png(64, 64, "red"), caption="Rendering 1/4")
+    edited = await tg.edit_message_media(InputMediaPhoto(png(64, 64, "blue"), caption="Rendering 2/4"),
+                                         chat_id=USER, message_id=sent.message_id)
+    assert (edited.message_id, edited.caption) == (sent.message_id, "Rendering 2/4")
+    assert edited.photo[-1].file_unique_id != sent.photo[-1].file_unique_id and edited.edit_date is not None
+    shown = botapi_bot.file_bytes(edited.photo[-1].file_id)
+    assert Image.open(io.BytesIO(shown)).convert("RGB").getpixel((32, 32))[2] > 200  # blue now
+    uncaptioned = await tg.edit_message_media(InputMediaPhoto(edited.photo[-1].file_id), chat_id=USER,
+                                              message_id=sent.message_id)
+    assert uncaptioned.caption is None  # the new media's caption replaces the old, as in Telegram
+    with pytest.raises(BadRequest, match="Message is not modified"):
+        await tg.edit_message_media(InputMediaPhoto(edited.photo[-1].file_id), chat_id=USER,
+                                    message_id=sent.message_id)
+
+
+async def test_edit_message_media_refuses_a_text_message(botapi_bot, tg):
+    """editMessageMedia cannot turn a text into a photo: a status must be sent as a photo to show one."""
+    text = await tg.send_message(USER, "Rendering")
+    with pytest.raises(BadRequest, match="There is no media in the message to edit"):
+        await tg.edit_message_media(InputMediaPhoto(png(64, 64)), chat_id=USER, message_id=text.message_id)
+    assert botapi_bot.history(USER)[-1]["text"] == "Rendering"
+    album = await tg.send_media_group(USER, [InputMediaPhoto(png(32, 32)), InputMediaPhoto(png(32, 32, "blue"))])
+    with pytest.raises(BadRequest, match="Document can't be mixed with other media types"):
+        await tg.edit_message_media(InputMediaDocument(png(32, 32), filename="a.png"), chat_id=USER,
+                                    message_id=album[0].message_id)
+
+
+async def test_an_upload_over_the_limit_is_refused_with_413(botapi, botapi_bot, tg):
+    """As api.telegram.org's front end does beyond 50 MB (lowered here): 413, and nothing is sent."""
+    botapi.max_upload = 10_000
+    with pytest.raises(NetworkError, match="Request Entity Too Large"):
+        await tg.send_document(USER, bytes(10_001), filename="big.bin")
+    with pytest.raises(NetworkError, match="Request Entity Too Large"):
+        await tg.send_media_group(USER, [InputMediaDocument(bytes(100), filename="a.bin"),
+                                         InputMediaDocument(bytes(10_001), filename="b.bin")])
+    assert [call.status for call in botapi_bot.calls[-2:]] == [413, 413]
+    assert [m.get("text") for m in botapi_bot.history(USER)] == ["/start"]
+    sent = await tg.send_document(USER, bytes(10_000), filename="fits.bin")
+    assert sent.document.file_size == 10_000
+
+
+async def test_an_album_message_takes_no_inline_keyboard(tg):
+    """Clients cannot show buttons under an album, so Telegram ignores them: "not modified"."""
+    album = await tg.send_media_group(USER, [InputMediaPhoto(png(32, 32)), InputMediaPhoto(png(32, 32, "blue"))])
+    keyboard = InlineKeyboardMarkup([[InlineKeyboardButton("Again", callback_data="again")]])
+    with pytest.raises(BadRequest, match="Message is not modified"):
+        await tg.edit_message_reply_markup(USER, album[-1].message_id, reply_markup=keyboard)
+    edited = await tg.edit_message_caption(USER, album[0].message_id, caption="first", reply_markup=keyboard)
+    assert (edited.caption, edited.reply_markup) == ("first", None)

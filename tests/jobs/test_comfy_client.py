@@ -391,8 +391,8 @@ async def test_previews_are_passed_on(fake, fake_client):
     fake.previews = True
     previews = []
     await fake_client.run_prompt(invert_workflow(5), on_preview=previews.append)
-    assert [p.mime for p in previews] == ["image/png"] * 3
-    assert Image.open(io.BytesIO(previews[0].image)).size == (8, 8)
+    assert [p.mime for p in previews] == ["image/jpeg"] * 3  # a sampler's, as ComfyUI's latent previews
+    assert Image.open(io.BytesIO(previews[0].image)).size == (64, 64)
 
 
 def test_parse_preview():

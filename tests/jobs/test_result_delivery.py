@@ -118,13 +118,13 @@ async def test_a_video_is_fetched(comfyui, comfy):
 
 
 async def test_frames_of_other_nodes_stay_previews():
-    """Sampler previews (PNG too) come while another node executes; only the Output's are results."""
+    """Sampler previews come while another node executes; only the Output's frames are results."""
     async with FakeComfyUI(previews=True) as fake, ComfyClient(fake.url) as client:
         previews = []
         workflow = fill_job(job_graph(), prompt="p", seed=1, job="j")
         result = await client.run_prompt(workflow, on_preview=previews.append, result_nodes=["3"])
         (ref,) = result.outputs["3"]["images"]
-        assert len(previews) == fake.steps
+        assert len(previews) == fake.steps and {p.mime for p in previews} == {"image/jpeg"}
         assert result.pushed == {"3": [fake.files[("output", ref["subfolder"], ref["filename"])]]}
 
 

@@ -167,7 +167,11 @@ async def test_send_files_sends_images_losslessly_and_videos_as_video(tmp_path, 
     sent = await send_files(bot, 4242, [png.path, str(mp4)])
     assert [s["kind"] for s in sent] == ["image", "video"]
     methods = [(c.method, c.params.get("chat_id")) for c in botapi_bot.outbox]
-    assert methods == [("sendDocument", 4242), ("sendPhoto", 4242), ("sendVideo", 4242)]
+    assert methods == [("sendDocument", 4242), ("sendPhoto", 4242), ("sendVideo", 4242), ("sendDocument", 4242)]
+    video, video_file = botapi_bot.outbox[2:]  # the video streamable, its file beside it
+    assert video.params["supports_streaming"] is True
+    assert video_file.result["reply_to_message"]["message_id"] == video.result["message_id"]
+    assert botapi_bot.file_bytes(video_file.result["document"]["file_id"]) == mp4.read_bytes()
     document = botapi_bot.outbox[0].result["document"]
     assert botapi_bot.file_bytes(document["file_id"]) == Path(png.path).read_bytes()
     with Image.open(io.BytesIO(botapi_bot.file_bytes(document["file_id"]))) as image:

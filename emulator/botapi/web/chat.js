@@ -85,7 +85,7 @@ function show(view) {
   for (const [id, entry] of state.rendered) {
     if (!ids.has(id)) { entry.element.remove(); state.rendered.delete(id); }
   }
-  let previous = null;
+  let previous = null, previousMessage = null;
   for (const message of view.messages) {
     const signature = JSON.stringify(message);
     let entry = state.rendered.get(message.message_id);
@@ -98,7 +98,11 @@ function show(view) {
     if (entry.element.previousElementSibling !== previous || !entry.element.parentNode) {
       if (previous) previous.after(entry.element); else list.prepend(entry.element);
     }
+    // an album's messages stack as one bubble, as Telegram groups them
+    entry.element.classList.toggle("album-next", Boolean(message.media_group_id)
+      && previousMessage?.media_group_id === message.media_group_id);
     previous = entry.element;
+    previousMessage = message;
   }
   keepAtBottom();
   showAnswers();
@@ -254,7 +258,8 @@ function renderMessage(message) {
   if (keyboard) element.append(keyboard);
   const meta = document.createElement("div");
   meta.className = "meta";
-  meta.textContent = (message.edit_date ? "edited " : "")
+  if (message.media_group_id) element.classList.add("in-album");
+  meta.textContent = (message.media_group_id ? "album · " : "") + (message.edit_date ? "edited " : "")
     + new Date(1000 * (message.edit_date || message.date)).toLocaleTimeString();
   element.append(meta);
   element.addEventListener("click", (event) => {
