@@ -8,7 +8,7 @@ frames, caching of unchanged nodes, history). Every route is also served under
 ``/api``.
 
 It really runs a few weight-free image nodes with Pillow (LoadImage, EmptyImage,
-ImageInvert, ImageBlur, ImageSharpen, ImageScale, SaveImage, PreviewImage) and
+ImageInvert, ImageBlur, ImageSharpen, ImageScale, ImageScaleBy, SaveImage, PreviewImage) and
 the pack's CourierTelegramInput/Output (their schemas come from the pack's node
 classes; given a ``bot_job``, Output pushes its PNGs as binary frames, as the real
 node does for a bot in another process). Model loaders, the usual sampling nodes
@@ -132,6 +132,11 @@ def _sharpen(fake, image, sharpen_radius=1, sigma=1.0, alpha=1.0):
     return ([picture.filter(sharpen) for picture in image],), None
 
 
+def _scale_by(fake, image, upscale_method, scale_by):
+    return ([_scale(fake, [picture], upscale_method, round(picture.width * scale_by),
+                    round(picture.height * scale_by))[0][0][0] for picture in image],), None
+
+
 def _scale(fake, image, upscale_method, width, height, crop="disabled"):
     def size(picture):
         if width == 0 and height == 0:
@@ -243,6 +248,11 @@ CORE_NODES: dict[str, NodeSpec] = {
                             "crop": [["disabled", "center"]]},
                            outputs=("IMAGE",), category="image/upscaling", display_name="Upscale Image",
                            run=_scale),
+    "ImageScaleBy": NodeSpec({"image": _IMAGE,
+                              "upscale_method": [["nearest-exact", "bilinear", "area", "bicubic", "lanczos"]],
+                              "scale_by": ["FLOAT", {"default": 1.0, "min": 0.01, "max": 8.0, "step": 0.01}]},
+                             outputs=("IMAGE",), category="image/upscaling", display_name="Upscale Image By",
+                             run=_scale_by),
     "SaveImage": NodeSpec({"images": ["IMAGE", {"tooltip": "The images to save."}],
                            "filename_prefix": ["STRING", {"default": "ComfyUI", "tooltip": _PREFIX_TIP}]},
                           hidden=_HIDDEN, output_node=True, display_name="Save Image", run=_save_image),
