@@ -34,10 +34,12 @@ from ..jobs.options import OptionError, command_options, plan
 from ..jobs.workflow import requires_image
 from ..logs import get_logger
 from ..store import commands, jobs, sessions
+from ..store.errors import is_outage
 from ..store.user_options import get_user_options
 from . import access, admin, defaults, forget, languages
 from .context import CourierContext
 from .options import choose, format_options, option_lines, option_message, split_options
+from .outage import defer, tell_waiting
 from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command
 
 log = get_logger("bot")
@@ -250,12 +252,17 @@ async def hint(update: Update, context: CourierContext) -> None:
 
 
 async def on_error(update: object, context: CourierContext) -> None:
-    """The error handler: one log record and, where there is a chat, a reply, both naming one incident id.
+    """The error handler: one log record and, where there is a chat, a reply, both naming one incident id;
+    a database outage instead defers the update (``outage``).
 
     The reply says no more than that (no exception, no path); the log has the traceback, with
     the bot token blanked out should any message carry it. It is written first: a chat that
     cannot be told (blocked, gone) changes nothing in it.
     """
+    if isinstance(update, Update) and is_outage(context.error):
+        defer(context.bot_data, update)
+        await tell_waiting(context.bot, context.bot_data, update)
+        raise ApplicationHandlerStop  # its other handlers would meet the outage too
     incident = secrets.token_hex(4)
     update = update if isinstance(update, Update) else None
     chat = update.effective_chat if update is not None else None

@@ -44,5 +44,6 @@ async def telegram_webhook(request: web.Request) -> web.Response:
     except Exception as exc:  # python-telegram-bot's Update.de_json raises whatever a missing part makes it
         log.warning("webhook: an update python-telegram-bot cannot read (%s)", type(exc).__name__)
         return not_an_update
-    await bot.process_update(update)  # answered once handled: on a crash before, Telegram delivers it again
+    if not await bot.process_update(update):  # answered once handled: else Telegram delivers it again
+        return web.json_response({"error": {"code": "database_down", "message": "try again later"}}, status=503)
     return web.json_response({"ok": True})

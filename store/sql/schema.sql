@@ -254,3 +254,14 @@ BEGIN
     PERFORM pg_notify('courier_jobs', job_id::text);
 END
 $$;
+
+CREATE TABLE courier_polled_updates (
+    bot_id bigint NOT NULL,  -- Telegram id of the bot the update came to
+    update_id bigint NOT NULL,
+    payload jsonb NOT NULL,  -- the update as getUpdates returned it
+    received_at timestamptz NOT NULL DEFAULT now(),
+    handled_at timestamptz,  -- NULL: its handlers have not finished yet
+    PRIMARY KEY (bot_id, update_id)
+);
+CREATE INDEX courier_polled_updates_unhandled ON courier_polled_updates (bot_id, update_id)
+    WHERE handled_at IS NULL;
