@@ -44,10 +44,11 @@ class TelegramSink:
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
         return await deliver_file(self.bot, chat_id, reply_to, filename, data)
 
-    async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
-        await send(lambda: self.bot.send_document(chat_id, document=data, filename=filename,
-                                                  disable_content_type_detection=True, **_reply(reply_to)),
-                   f"document {filename}")
+    async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
+        sent = await send(lambda: self.bot.send_document(chat_id, document=data, filename=filename,
+                                                         disable_content_type_detection=True, **_reply(reply_to)),
+                          f"document {filename}")
+        return {"message_id": sent.message_id}
 
     async def fetch_file(self, file_id: str) -> bytes:
         try:

@@ -6,11 +6,11 @@ import dataclasses
 from collections.abc import AsyncIterator, Collection, Mapping
 
 from .. import imaging
-from ..store import deliveries, sessions
+from ..store import sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from .comfy_client import ComfyClient, PromptResult
-from .ports import DeliveryFailed, DeliveryUnconfirmed, InputUnavailable
-from .runner import JobError, JobRun
+from .ports import InputUnavailable
+from .runner import JobError, JobRun, send_once
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
 KIND = "prompt"  # the kind of a job whose params name none
@@ -49,26 +49,15 @@ async def run(run: JobRun) -> dict:
 
 
 async def deliver_once(run: JobRun, file: ResultFile) -> dict | None:
-    """Send ``file`` unless an earlier run of the job did or may have; its record, None if nobody knows.
-
-    :raises DeliveryFailed: it did not go (a later run may send it).
-    :raises deliveries.NotRunning: the job was cancelled or its lease lost: nothing is sent.
-    """
+    """Send ``file`` as ``send_once`` does; its record, None if nobody knows."""
     job = run.job
-    earlier = await deliveries.begin(run.pool, job.id, file.output, job.worker)
-    if earlier is not None:
-        return earlier.record
-    try:
+
+    async def send() -> dict:
         record = await run.sink.send_result(job.chat_id, job.reply_to_message_id, file.filename, file.data)
-    except DeliveryUnconfirmed:  # its row stays "sending": never sent again
-        return None
-    except DeliveryFailed:
-        await deliveries.drop(run.pool, job.id, file.output)
-        raise
-    record = {**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
-              "job_id": job.id, "via": file.via}
-    await deliveries.complete(run.pool, job.id, file.output, record)
-    return record
+        return {**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
+                "job_id": job.id, "via": file.via}
+
+    return await send_once(run, file.output, send)
 
 
 @dataclasses.dataclass(frozen=True)

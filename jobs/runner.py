@@ -11,9 +11,10 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 
 from ..config import Settings
+from ..store import deliveries
 from .comfy_client import ComfyClient
 from .handoff import Handoff
-from .ports import ChatSink, StatusMessage
+from .ports import ChatSink, DeliveryFailed, DeliveryUnconfirmed, StatusMessage
 
 
 class JobError(Exception):
@@ -39,3 +40,25 @@ class JobRun:
 
 
 Runner = Callable[[JobRun], Awaitable[dict]]
+
+
+async def send_once(run: JobRun, output: str, send: Callable[[], Awaitable[dict]]) -> dict | None:
+    """``await send()`` unless an earlier run of the job sent ``output`` or may have (see
+    ``store.deliveries``); what the chat answered, or the earlier record; None if nobody knows.
+
+    :raises DeliveryFailed: it did not go (a later run may send it).
+    :raises deliveries.NotRunning: the job was cancelled or its lease lost: nothing is sent.
+    """
+    job = run.job
+    earlier = await deliveries.begin(run.pool, job.id, output, job.worker)
+    if earlier is not None:
+        return earlier.record
+    try:
+        record = await send()
+    except DeliveryUnconfirmed:  # its row stays "sending": never sent again
+        return None
+    except DeliveryFailed:
+        await deliveries.drop(run.pool, job.id, output)
+        raise
+    await deliveries.complete(run.pool, job.id, output, record)
+    return record
