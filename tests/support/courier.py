@@ -44,12 +44,18 @@ PACK_ROOT = Path(__file__).resolve().parents[2]
 @contextlib.asynccontextmanager
 async def standalone_courier(botapi, botapi_bot, pg_database: str, backend_url: str, data_dir: Path,
                              pack: Path = PACK_ROOT, **env: str):
-    """Yields a real second process, ``python <pack> run``, once its bot published its command menu;
-    stopped with SIGINT after (unless the test killed it). Its output is in ``process.output()``."""
+    """Yields a real second process, ``python <pack> run``, once its bot published its command menu
+    (or, with ``COURIER_RECEIVE_UPDATES=0``, asked getMe); stopped with SIGINT after (unless the test
+    killed it). Its output is in ``process.output()``."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("COURIER_", "TELEGRAM_"))}
     environ.update(TELEGRAM_BOT_TOKEN=botapi_bot.token, COURIER_TELEGRAM_API_URL=botapi.url,
                    COURIER_DATABASE_URL=pg_database, COURIER_BACKENDS=backend_url, **env)
-    menus = sum(call.method == "setMyCommands" and call.ok for call in botapi_bot.calls)
+    ready_call = "getMe" if env.get("COURIER_RECEIVE_UPDATES") == "0" else "setMyCommands"
+
+    def ready_calls() -> int:
+        return sum(call.method == ready_call and call.ok for call in botapi_bot.calls)
+
+    before = ready_calls()
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(pack), "run", "--data-dir", str(data_dir), env=environ, cwd=str(data_dir.parent),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -58,8 +64,7 @@ async def standalone_courier(botapi, botapi_bot, pg_database: str, backend_url: 
     process.output = lambda: output.decode(errors="replace")
     try:
         try:
-            await botapi.wait_for(lambda: process.returncode is not None or menus < sum(
-                call.method == "setMyCommands" and call.ok for call in botapi_bot.calls), timeout=60)
+            await botapi.wait_for(lambda: process.returncode is not None or ready_calls() > before, timeout=60)
         except TimeoutError:
             raise AssertionError(f"the Courier process did not start:\n{process.output()}") from None
         assert process.returncode is None, process.output()
