@@ -20,6 +20,7 @@ from telegram.error import TelegramError
 
 from ..logs import get_logger
 from ..store import StoreError, polled_updates
+from ..store.errors import is_outage
 from .outage import tell_waiting
 
 log = get_logger("bot")
@@ -77,9 +78,10 @@ class Poller:
             return offset
         try:
             fresh = await polled_updates.keep(self.pool, bot.id, [update.to_dict() for update in updates])
-        except StoreError:
-            for update in updates:  # not confirmed: Telegram keeps them until the database is back
-                await tell_waiting(bot, self.application.bot_data, update)
+        except StoreError as exc:
+            if is_outage(exc):  # not confirmed: Telegram keeps them until the database is back
+                for update in updates:
+                    await tell_waiting(bot, self.application.bot_data, update)
             raise
         for update in updates:
             if update.update_id in fresh:

@@ -35,7 +35,7 @@ async def telegram_webhook(request: web.Request) -> web.Response:
                                       status=400)
     try:
         payload = json.loads(body)
-        if not isinstance(payload, dict) or "update_id" not in payload:
+        if not isinstance(payload, dict) or type(payload.get("update_id")) is not int:
             raise ValueError("not an update")
     except (ValueError, RecursionError):
         return not_an_update

@@ -503,9 +503,9 @@ UPDATE courier_deliveries SET status = 'sent', record = $3, updated_at = now() W
 DELETE FROM courier_deliveries WHERE job_id = $1 AND output = $2;
 
 -- keep_polled_updates --
--- $2: a JSON array of updates; returns the update_id of those not kept before.
+-- $2, $3: the update ids and their JSON; returns the ids of those not kept before.
 INSERT INTO courier_polled_updates (bot_id, update_id, payload)
-SELECT $1, (u ->> 'update_id')::bigint, u FROM jsonb_array_elements($2::jsonb) u
+SELECT $1, t.update_id, t.payload FROM unnest($2::bigint[], $3::text[]) AS t (update_id, payload)
 ON CONFLICT DO NOTHING
 RETURNING update_id;
 

@@ -5,7 +5,7 @@
 CREATE TABLE courier_polled_updates (
     bot_id bigint NOT NULL,  -- Telegram id of the bot the update came to
     update_id bigint NOT NULL,
-    payload jsonb NOT NULL,  -- the update as getUpdates returned it
+    payload text NOT NULL,  -- the update's JSON (not jsonb, which refuses the \u0000 a message may hold)
     received_at timestamptz NOT NULL DEFAULT now(),
     handled_at timestamptz,  -- NULL: its handlers have not finished yet
     PRIMARY KEY (bot_id, update_id)
