@@ -1,15 +1,21 @@
 """PostgreSQL stopped and started again (the same data, the same socket) while a stream of commands
-comes in: every command makes one job and one result, and whoever writes while the database is
-down is told their command waits. Real PostgreSQL (an embedded server of the test's own), real
-python-telegram-bot on the Bot API emulator, a fake ComfyUI."""
+comes in, by long polling and by webhook: every command makes one job and one result, and whoever
+writes while the database is down is told their command waits. Real PostgreSQL (an embedded
+server of the test's own), real python-telegram-bot on the Bot API emulator, a fake ComfyUI."""
 
 import asyncio
+import contextlib
+from pathlib import Path
 
 import asyncpg
 import pytest
 from comfyui_courier import i18n
+from comfyui_courier.config import load_settings
+from comfyui_courier.runtime import Courier
 from comfyui_courier.store import embedded
 from comfyui_courier.store.pgwatch import postmaster
+from comfyui_courier.tests.bot.test_update_inbox import started
+from comfyui_courier.tests.server_routes.helpers import serve_routes
 from comfyui_courier.tests.support.courier import replies_to, running_courier
 from comfyui_courier.tests.support.polling import until
 
@@ -38,8 +44,30 @@ def start_again(server, socket_dir) -> None:
                        "-l", str(server.pgdata / "postgres.log"), "-o", f"-h '' -k {socket_dir}")
 
 
+@contextlib.asynccontextmanager
+async def courier_taking_updates(mode: str, botapi, botapi_bot, dsn: str, backend: str, data_dir: Path, **env):
+    if mode == "polling":
+        async with running_courier(botapi, botapi_bot, dsn, backend, data_dir, **env) as courier:
+            yield courier
+        return
+
+    def make_courier(url: str) -> Courier:
+        return Courier(load_settings(None, {
+            "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
+            "COURIER_DATABASE_URL": dsn, "COURIER_WEBHOOK_URL": f"{url}/courier/telegram/webhook", **env}),
+            data_dir, backend)
+
+    runner, _, courier = await serve_routes(make_courier)
+    try:
+        async with started(courier):
+            yield courier
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize("mode", ["polling", "webhook"])
 async def test_postgres_restarted_while_commands_stream_in_loses_none_and_duplicates_none(
-        own_server, botapi, botapi_bot, fake_comfy, tmp_path):
+        own_server, botapi, botapi_bot, fake_comfy, tmp_path, mode):
     admin = await asyncpg.connect(own_server.dsn)
     await admin.execute("CREATE DATABASE stream")
     await admin.close()
@@ -56,8 +84,8 @@ async def test_postgres_restarted_while_commands_stream_in_loses_none_and_duplic
                 while_down.append(request)
             await asyncio.sleep(PACE_S)
 
-    async with running_courier(botapi, botapi_bot, dsn, fake_comfy.url, tmp_path, COURIER_JOB_LEASE_S="6",
-                               COURIER_MAX_JOBS_PER_USER=str(COMMANDS)) as courier:
+    async with courier_taking_updates(mode, botapi, botapi_bot, dsn, fake_comfy.url, tmp_path, COURIER_JOB_LEASE_S="6",
+                                      COURIER_MAX_JOBS_PER_USER=str(COMMANDS)) as courier:
         streaming = asyncio.create_task(stream(COMMANDS))
         await botapi.wait_for(lambda: len(requests) >= 10, timeout=30)
         await asyncio.to_thread(stop, own_server)
