@@ -105,6 +105,8 @@ class Settings:
                                  "Largest image a user may send", minimum=0.1)
     max_jobs_per_user: int = _field("COURIER_MAX_JOBS_PER_USER", 5,
                                     "Queued + running jobs one user may have at once", minimum=1)
+    edit_command: str = _field("COURIER_EDIT_COMMAND", "qwen",
+                               "The command the edit button under a result runs with the user's instruction")
     quota_hour: int = _field("COURIER_QUOTA_HOUR", 0,
                              "Jobs one user may start per hour (admins: no limit); 0 = no limit", minimum=0)
     quota_day: int = _field("COURIER_QUOTA_DAY", 0,

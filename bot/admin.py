@@ -1,5 +1,5 @@
 """Admin commands: ``/queue``, ``/cancel <job id>`` of anyone's job, ``/ban`` and ``/unban``,
-``/stats``, ``/bench <command> [runs]``, ``/compare [workflow]`` and ``/backends``.
+``/stats``, ``/bench <command> [runs] [@backend]``, ``/compare [workflow]`` and ``/backends``.
 
 Only the users in ``COURIER_ADMIN_USERS`` may run them; everyone else gets a refusal in their
 language, and only admins see them in their Telegram menu (``admin_menu``, published for each
@@ -30,7 +30,7 @@ from ..store import backends as backend_table
 from ..store import commands, jobs
 from .access import is_admin
 from .context import CourierContext
-from .parsing import parse_command
+from .parsing import clean_text, parse_command
 
 BACKEND_ACTIONS = {"drain": True, "undrain": False}  # /backends <action> <id> -> draining
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
@@ -39,6 +39,7 @@ USER_REF = re.compile(r"^(?:([0-9]{1,18})|@([A-Za-z0-9_]{5,32}))$")
 MAX_ROWS = 25  # table rows in a chat message
 MAX_RUNS = 1000  # stored runs read for /compare, newest first
 MAX_WORKFLOW_CHARS = 256
+MAX_BACKEND_CHARS = 256
 MAX_QUEUE_LINES = 40
 STATS_DAYS = 7
 
@@ -56,9 +57,21 @@ async def _admin_only(update: Update, context: CourierContext, name: str) -> boo
     return False
 
 
-def parse_bench_args(args: str) -> tuple[str, int] | None:
-    """``<command> [runs]`` -> (command name, runs); None if it is not that."""
+@dataclasses.dataclass(frozen=True)
+class BenchRequest:
+    command: str
+    repeats: int
+    backend: str | None  # as typed after the ``@``; None: whichever backend claims the job
+
+
+def parse_bench_args(args: str) -> BenchRequest | None:
+    """``<command> [runs] [@backend]`` -> a BenchRequest; None if it is not that."""
     words = args.split()
+    backend = None
+    if len(words) > 1 and words[-1].startswith("@"):
+        backend = words.pop()[1:]
+        if not backend or len(backend) > MAX_BACKEND_CHARS:
+            return None
     if not 1 <= len(words) <= 2:
         return None
     match = COMMAND_NAME.match(words[0])
@@ -71,11 +84,23 @@ def parse_bench_args(args: str) -> tuple[str, int] | None:
         repeats = int(words[1])
         if not 1 <= repeats <= bench_job.MAX_REPEATS:
             return None
-    return match.group(1).lower(), repeats
+    return BenchRequest(match.group(1).lower(), repeats, backend)
+
+
+def find_backend(listed: list[backend_table.Backend], ref: str) -> backend_table.Backend | None:
+    """The backend ``ref`` names: its id (``2`` or ``#2``), or its URL as ``/backends`` shows it, with or
+    without the scheme (``127.0.0.1:8188``)."""
+    wanted = ref.removeprefix("#").lower().rstrip("/")
+    for backend in listed:
+        shown = shown_url(backend.url).lower().rstrip("/")
+        if wanted in (str(backend.id), shown, shown.split("://", 1)[-1]):
+            return backend
+    return None
 
 
 async def bench(update: Update, context: CourierContext) -> None:
-    """Queue a benchmark of a stored command: warm-up + N runs with the Benchmark node."""
+    """Queue a benchmark of a stored command: warm-up + N runs with the Benchmark node, on the backend
+    named after an ``@`` (``/bench f 5 @2``) or on whichever claims it."""
     if not await _admin_only(update, context, "bench"):
         return
     message = update.effective_message
@@ -87,19 +112,40 @@ async def bench(update: Update, context: CourierContext) -> None:
             update, "bench_usage", max=bench_job.MAX_REPEATS, default=bench_job.DEFAULT_REPEATS,
             commands=", ".join(f"/{c.name}" for c in listed) or "–"))
         return
-    name, repeats = parsed
+    name, repeats = parsed.command, parsed.repeats
     command = await commands.get_command(context.pool, name)
     if command is None:
         await message.reply_text(context.t(update, "unknown_command", name=name))
         return
+    backend = None
+    if parsed.backend is not None:
+        listed = await backend_table.list_backends(context.pool)
+        backend = find_backend(listed, parsed.backend)
+        if backend is None:
+            await message.reply_text(context.t(
+                update, "bench_unknown_backend", backend=clean_text(parsed.backend),
+                backends=", ".join(f"@{b.id} ({shown_url(b.url)})" for b in listed) or "–"))
+            return
+        if backend.draining or not backend.healthy:  # its job would wait until an admin or the backend acts
+            await message.reply_text(context.t(update, "bench_backend_off", id=backend.id, url=shown_url(backend.url),
+                                               state=backend_state(update, context, backend)))
+            return
     try:  # refuse a workflow that cannot run as a job now, not on the backend later
         bench_job.benchmark_prompt(command.workflow, name=name, repeats=repeats)
     except WorkflowError as exc:
         await message.reply_text(context.t(update, "failed", name=name, reason=str(exc)))
         return
-    params = bench_job.job_params(name, command.workflow, repeats, context.language(update))
-    await context.submit_job(update, "bench", params, lambda position: context.t(
-        update, "bench_queued", name=name, warmup=params["warmup"], repeats=repeats, position=position))
+    params = bench_job.job_params(name, command.workflow, repeats, context.language(update),
+                                  backend=backend.url if backend else None)
+
+    def queued(position: int) -> str:
+        text = context.t(update, "bench_queued", name=name, warmup=params["warmup"], repeats=repeats,
+                         position=position)
+        if backend is not None:
+            text += "\n" + context.t(update, "bench_on_backend", id=backend.id, url=shown_url(backend.url))
+        return text
+
+    await context.submit_job(update, "bench", params, queued)
 
 
 async def compare(update: Update, context: CourierContext) -> None:
@@ -276,15 +322,19 @@ async def backends(update: Update, context: CourierContext) -> None:
         await message.reply_text(context.t(update, "backend_undrained", id=changed.id))
 
 
-def backend_line(update: Update, context: CourierContext, backend: backend_table.Backend) -> str:
+def backend_state(update: Update, context: CourierContext, backend: backend_table.Backend) -> str:
+    """Whether it takes jobs, drains, or is not reachable, in the admin's language."""
     if backend.draining:
-        state = context.t(update, "backend_draining")
-    elif backend.healthy:
-        state = context.t(update, "backend_ready")
-    else:
-        state = context.t(update, "backend_down")
-    return context.t(update, "backends_line", id=backend.id, url=shown_url(backend.url), state=state,
-                     running=backend.running, capacity=backend.capacity)
+        return context.t(update, "backend_draining")
+    if backend.healthy:
+        return context.t(update, "backend_ready")
+    return context.t(update, "backend_down")
+
+
+def backend_line(update: Update, context: CourierContext, backend: backend_table.Backend) -> str:
+    return context.t(update, "backends_line", id=backend.id, url=shown_url(backend.url),
+                     state=backend_state(update, context, backend), running=backend.running,
+                     capacity=backend.capacity)
 
 
 ADMIN_HANDLERS = {"queue": queue, "ban": ban, "unban": unban, "stats": stats, "bench": bench, "compare": compare,

@@ -51,14 +51,7 @@ async def confirm(update: Update, context: CourierContext) -> None:
     cancelled = await jobs.cancel_user_jobs(context.pool, user.id)
     await admin.interrupt(context, cancelled.running)
     left = await privacy.forget_user(context.pool, user.id)
-    dispatcher = context.bot_data.dispatcher
-    files_kept = await retention.delete_backend_files(dispatcher.clients if dispatcher is not None else [], left)
-    messages_kept = 0
-    for chat_id, message_id in left.messages:
-        try:
-            await context.bot.delete_message(chat_id, message_id)
-        except TelegramError:  # too old, or already gone
-            messages_kept += 1
+    files_kept, messages_kept = await delete_leftovers(context, left)
     files = sum(len(f) for f in left.files.values())
     report = context.t(update, "forget_done", jobs=left.jobs, files=files - files_kept,
                        messages=len(left.messages) - messages_kept)
@@ -69,3 +62,17 @@ async def confirm(update: Update, context: CourierContext) -> None:
         await query.edit_message_text(report)
     except TelegramError:
         await context.bot.send_message(pending.chat_id, report)
+
+
+async def delete_leftovers(context: CourierContext, left: privacy.Leftovers) -> tuple[int, int]:
+    """Delete the files deleted jobs left on the backends and the bot's messages of them; returns how
+    many files and messages could not be deleted."""
+    dispatcher = context.bot_data.dispatcher
+    files_kept = await retention.delete_backend_files(dispatcher.clients if dispatcher is not None else [], left)
+    messages_kept = 0
+    for chat_id, message_id in left.messages:
+        try:
+            await context.bot.delete_message(chat_id, message_id)
+        except TelegramError:  # too old, or already gone
+            messages_kept += 1
+    return files_kept, messages_kept

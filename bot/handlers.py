@@ -2,8 +2,9 @@
 
 Each handler is a top-level async function; the wiring is in ``build_handlers``. Nothing is
 queued that the update already shows to be wrong: only new messages from a person get past
-the ``gatekeeper``, text is cleaned (``parsing``), and a picture is checked for its type,
-file size and pixel count as far as the update states them. Whatever a handler raises
+the ``gatekeeper``, text is cleaned (``parsing``), and a command's options and picture are
+checked before its job is queued (``queueing``). Result buttons and ``/history`` are in
+``buttons``. Whatever a handler raises
 becomes one log record and a reply naming the same incident id (``on_error``).
 """
 
@@ -11,13 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import random
 import secrets
 import traceback
-from collections.abc import Callable
 
-from telegram import Chat, Message, Update
-from telegram.constants import FileSizeLimit
+from telegram import Chat, Update
 from telegram.error import TelegramError
 from telegram.ext import (
     ApplicationHandlerStop,
@@ -29,32 +27,26 @@ from telegram.ext import (
     filters,
 )
 
-from .. import i18n, imaging
-from ..jobs.options import OptionError, command_options, plan
-from ..jobs.workflow import requires_image
+from .. import i18n
+from ..jobs.options import WIDEST, command_options, offered
 from ..logs import get_logger
-from ..store import commands, jobs, sessions
+from ..store import commands, jobs
 from ..store.errors import is_outage
-from ..store.user_options import get_user_options
-from . import access, admin, defaults, forget, languages
+from . import access, admin, buttons, defaults, forget, keyboards, languages
 from .context import CourierContext
-from .options import choose, format_options, option_lines, option_message, split_options
+from .options import option_lines
 from .outage import defer, tell_waiting
-from .parsing import MAX_PROMPT_CHARS, clean_text, parse_command
+from .parsing import clean_text, parse_command
+from .queueing import queue_command
 
 log = get_logger("bot")
 
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
-MENU_COMMANDS = ("help", "status", "cancel", "quota", "lang", "forget", "settings")
+MENU_COMMANDS = ("help", "status", "cancel", "history", "quota", "lang", "forget", "settings")
 """Built-ins shown in everyone's Telegram menu (admin commands only in the admins', ``admin.admin_menu``)."""
 BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
-MAX_SEED = 2**32 - 1
-
-
-class Refusal(Exception):
-    """A request turned down at the edge; the message is for the user, already in their language."""
 
 
 async def gatekeeper(update: Update, context: CourierContext) -> None:
@@ -94,6 +86,7 @@ def command_menu(listed: list[commands.Command], language: str) -> list[tuple[st
         return i18n.text(language, key)
 
     built_ins = {"help": say("menu_help"), "status": say("menu_status"), "cancel": say("menu_cancel"),
+                 "history": say("menu_history"),
                  "quota": say("menu_quota"), "lang": say("menu_lang"), "forget": say("menu_forget"),
                  "settings": say("menu_settings")}
     return [(c.name, describe(c, language)[:256] or c.name) for c in listed] + list(built_ins.items())
@@ -112,13 +105,29 @@ async def start(update: Update, context: CourierContext) -> None:
         commands=await _command_lines(context, update)))
 
 
+def builtin_help(name: str, language: str) -> str:
+    """``/help <built-in>``: what it does (its menu line); for /settings also the options it keeps."""
+    def say(key: str, **params) -> str:
+        return i18n.text(language, key, **params)
+
+    described = dict(command_menu([], language) + admin.admin_menu(language), start=say("help_start"))
+    if name == "settings":
+        return say("help_settings", description=described[name],
+                   options=", ".join(f"--{option}" for option in offered(WIDEST)))
+    return say("help_line", name=name, description=described[name])
+
+
 async def help_command(update: Update, context: CourierContext) -> None:
-    """List the enabled commands from the command table; ``/help <command>`` lists its options."""
+    """List the enabled commands from the command table; ``/help <command>`` lists its options, and
+    ``/help <built-in>`` says what that one does."""
     if not context.args:
         await update.effective_message.reply_text(
             context.t(update, "help", commands=await _command_lines(context, update)))
         return
     name = context.args[0].removeprefix("/").lower()
+    if name in BUILTIN_COMMANDS:
+        await update.effective_message.reply_text(builtin_help(name, context.language(update)))
+        return
     command = await commands.get_command(context.pool, name)
     if command is None or not command.enabled:
         await update.effective_message.reply_text(context.t(update, "unknown_command", name=name))
@@ -153,96 +162,27 @@ async def cancel(update: Update, context: CourierContext) -> None:
     cancelled = await jobs.cancel_user_jobs(context.pool, update.effective_user.id)
     await admin.interrupt(context, cancelled.running)
     count = len(cancelled.queued) + len(cancelled.running)
-    await update.effective_message.reply_text(context.t(update, "cancelled", count=count) if count
-                                              else context.t(update, "nothing_to_cancel"))
-
-
-def image_file_id(message: Message | None, say: Callable[..., str], name: str, max_bytes: int) -> str | None:
-    """The file id of the picture attached to ``message`` (a photo, or an image sent as a file).
-
-    None when nothing is attached. The size and pixel count are checked as far as the update
-    states them (a document's pixels are only known once its bytes are fetched).
-    :raises Refusal: the attachment is not a picture, or is too large to use.
-    """
-    if message is None or not message.effective_attachment:
-        return None
-    width = height = None
-    if message.photo:
-        attachment = message.photo[-1]
-        width, height = attachment.width, attachment.height
-    elif message.document is not None and (message.document.mime_type or "").startswith("image/"):
-        attachment = message.document
-    else:
-        raise Refusal(say("not_an_image", name=name))
-    size = attachment.file_size or 0
-    if size > max_bytes:
-        raise Refusal(say("bad_image", reason=_reason(say, imaging.too_big(size, max_bytes))))
-    if size > FileSizeLimit.FILESIZE_DOWNLOAD:
-        raise Refusal(say("bad_image", reason=say("image_too_big_for_telegram",
-                                                  limit_mb=FileSizeLimit.FILESIZE_DOWNLOAD / 1e6)))
-    if width and height and (refusal := imaging.too_many_pixels(width, height)):
-        raise Refusal(say("bad_image", reason=_reason(say, refusal)))
-    return attachment.file_id
-
-
-def _reason(say: Callable[..., str], bad: imaging.BadImage) -> str:
-    return say(bad.key, **bad.params)
+    replies = [context.t(update, "edit_cancelled")] if await buttons.cancel_edit(update, context) else []
+    if count or not replies:
+        replies.append(context.t(update, "cancelled", count=count) if count else context.t(update, "nothing_to_cancel"))
+    await update.effective_message.reply_text("\n".join(replies))
 
 
 async def run_command(update: Update, context: CourierContext) -> None:
     """Any other /command: look it up in the command table and enqueue a job."""
     message = update.message
-    user = update.effective_user
     request = parse_command(message.text or message.caption, context.bot.username)
-    if request is None:
+    if request is not None:
+        await queue_command(update, context, request.name, request.args)
+
+
+async def text_message(update: Update, context: CourierContext) -> None:
+    """A message without a command: the instruction of an edit that waits for one, else (in a private
+    chat) a hint."""
+    if update.message.text and await buttons.edit_instruction(update, context):
         return
-    command = await commands.get_command(context.pool, request.name)
-    if command is None or not command.enabled:
-        await message.reply_text(context.t(update, "unknown_command", name=request.name))
-        return
-    needs_image = requires_image(command.workflow)
-    say = functools.partial(context.t, update)
-    spec = command_options(command.workflow)
-    prompt, typed = split_options(request.args)
-    try:
-        chosen, used = choose(typed, split_options(await get_user_options(context.pool, user.id))[1], spec)
-        runs = plan(chosen, spec, random.randint(0, MAX_SEED))
-    except OptionError as error:
-        await message.reply_text(option_message(error, say, request.name, spec))
-        return
-    if not prompt and not needs_image:
-        await message.reply_text(context.t(update, "missing_prompt", name=request.name))
-        return
-    if len(request.args) > MAX_PROMPT_CHARS:
-        await message.reply_text(context.t(update, "prompt_too_long", length=len(request.args),
-                                           limit=MAX_PROMPT_CHARS))
-        return
-    image = None
-    if needs_image:
-        max_bytes = int(context.settings.max_image_mb * 2**20)
-        try:
-            image = (image_file_id(message, say, request.name, max_bytes)
-                     or image_file_id(message.reply_to_message, say, request.name, max_bytes))
-        except Refusal as refusal:
-            await message.reply_text(str(refusal))
-            return
-        if image is None:
-            session = await sessions.get_session(context.pool, message.chat_id, user.id)
-            image = next((o["file_id"] for o in reversed(session.last_outputs if session else [])
-                          if o.get("kind") == "image"), None)
-        if image is None:
-            await message.reply_text(context.t(update, "needs_image", name=request.name))
-            return
-    for part, run in enumerate(runs):  # one, or --n of them where the graph takes no batch
-        queued = await context.submit_job(
-            update, request.name,
-            {"prompt": prompt, "seed": run.seed, "options": format_options(used), "inputs": run.inputs,
-             "image_file_id": image, "language": context.language(update),
-             "workflow": command.workflow},  # runs as it was when queued
-            lambda position: context.t(update, "queued", name=request.name, position=position),
-            quota=access.quota_of(update, context), part=part)
-        if queued is None:
-            break
+    if update.effective_chat.type == Chat.PRIVATE:
+        await hint(update, context)
 
 
 async def hint(update: Update, context: CourierContext) -> None:
@@ -298,9 +238,10 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CommandHandler("settings", defaults.settings, MESSAGES_ONLY), 0),
         (CommandHandler("forget", forget.forget, MESSAGES_ONLY), 0),
         (CallbackQueryHandler(forget.confirm, pattern=f"^{forget.BUTTON_PREFIX}"), 0),
+        (CommandHandler("history", buttons.history, MESSAGES_ONLY), 0),
+        (CallbackQueryHandler(buttons.press, pattern=f"^{keyboards.PREFIX}"), 0),
         *((CommandHandler(name, handler, MESSAGES_ONLY), 0)  # admins only; before the command table's
           for name, handler in admin.ADMIN_HANDLERS.items()),
         (MessageHandler(COMMAND, run_command), 0),
-        (MessageHandler(MESSAGES_ONLY & filters.ChatType.PRIVATE & ~COMMAND & (filters.TEXT | filters.ATTACHMENT),
-                        hint), 0),
+        (MessageHandler(MESSAGES_ONLY & ~COMMAND & (filters.TEXT | filters.ATTACHMENT), text_message), 0),
     ]

@@ -11,13 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from ..jobs.options import MAX_SEED, TARGETS, OptionError, OptionSpec, check
+from ..jobs.options import MAX_SEED, TARGETS, OptionError, OptionSpec, check, offered
 from .parsing import is_blank, strip_blank
 
 OPTION = re.compile(r"(?:--|—|–)([A-Za-z][A-Za-z0-9_]*)")
 REST = "neg"  # the option whose value is the text up to the next option
 EXAMPLES = {"seed": "7", "ar": "16:9", "size": "1024x768", "steps": "4", "n": "2", "neg": "blurry"}
-SHOWN = ("seed", "ar", "size", "steps", "n", "neg")  # the order /help and the errors list them in
 
 Pairs = list[tuple[str, str | None]]
 
@@ -92,11 +91,6 @@ def choose(typed: Pairs, defaults: Pairs, spec: OptionSpec) -> tuple[dict, Pairs
         chosen[target] = checked
         used.append((name, value))
     return chosen, used
-
-
-def offered(spec: OptionSpec) -> list[str]:
-    """The option names the command takes, in the order /help lists them."""
-    return [name for name in SHOWN if spec.offers(TARGETS[name])]
 
 
 def option_message(error: OptionError, say: Callable[..., str], command: str, spec: OptionSpec) -> str:

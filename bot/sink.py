@@ -7,12 +7,15 @@ download ``ChatError``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from telegram import Bot
 from telegram.constants import FileSizeLimit
 from telegram.error import BadRequest, TelegramError
 
 from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable
 from .delivery import deliver_file
+from .keyboards import result_keyboard
 from .progress import STATUS, ChatThrottle, ProgressMessage
 from .sending import send
 
@@ -43,6 +46,10 @@ class TelegramSink:
 
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
         return await deliver_file(self.bot, chat_id, reply_to, filename, data)
+
+    async def offer_buttons(self, chat_id: int, message_id: int, token: str, say: Callable[..., str]) -> None:
+        await send(lambda: self.bot.edit_message_reply_markup(chat_id, message_id,
+                                                              reply_markup=result_keyboard(token, say)), "buttons")
 
     async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
         sent = await send(lambda: self.bot.send_document(chat_id, document=data, filename=filename,

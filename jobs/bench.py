@@ -65,12 +65,14 @@ PICTURE_SIZE = 1024  # the fixed input picture of edit commands
 STORED = re.compile(r"stored as benchmark run (\d+)")
 
 
-def job_params(command: str, workflow: dict, repeats: int, language: str | None) -> dict:
-    """What a ``/bench`` job carries: the command's workflow as it was when queued."""
+def job_params(command: str, workflow: dict, repeats: int, language: str | None, *,
+               backend: str | None = None) -> dict:
+    """What a ``/bench`` job carries: the command's workflow as it was when queued, and the URL of the
+    one backend that may claim it (``backend``; None: any)."""
     if not 1 <= repeats <= MAX_REPEATS:
         raise ValueError(f"repeats must be between 1 and {MAX_REPEATS}")
     return {"kind": KIND, "command": command, "workflow": workflow, "repeats": repeats, "warmup": WARMUP,
-            "prompt": PROMPT, "seed": SEED, "language": language}
+            "prompt": PROMPT, "seed": SEED, "language": language, "backend": backend}
 
 
 def without_benchmark_nodes(workflow: dict) -> dict:

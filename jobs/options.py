@@ -32,6 +32,8 @@ DEFAULT_DECLARATION = "size steps n neg"
 """What an Input without an ``options`` input offers (the widget's default, and old graphs')."""
 TARGETS = {"seed": "seed", "ar": "size", "size": "size", "steps": "steps", "n": "n", "neg": "neg"}
 """Option name as typed -> what it sets (``--ar`` and ``--size`` both set the size)."""
+SHOWN = ("seed", "ar", "size", "steps", "n", "neg")
+"""The order /help, the errors and the editor panel list the options in."""
 AR_STEP, SIZE_STEP = 16, 8  # sides from --ar are rounded to multiples of 16, from --size to 8
 
 # Outputs of the Telegram Input (nodes/telegram_input.py RETURN_NAMES)
@@ -122,6 +124,19 @@ def command_options(workflow: dict) -> OptionSpec:
 def _number_or(value: Any, default: int) -> int:
     """A widget's whole number; ``default`` where it is missing or a link (a widget turned input)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def offered(spec: OptionSpec) -> list[str]:
+    """The option names the command takes, in the order /help lists them."""
+    return [name for name in SHOWN if spec.offers(TARGETS[name])]
+
+
+def listing(spec: OptionSpec) -> list[dict[str, Any]]:
+    """The options ``spec`` offers as the editor panel lists them: ``{"name", "low", "high"}``, the
+    bounds only where the command sets them (not for --seed, which takes any 64-bit number, nor --ar)."""
+    bounded = {"size", "steps", "n"}
+    return [{"name": name, **dict(zip(("low", "high"), spec.ranges[name], strict=True))} if name in bounded
+            else {"name": name} for name in offered(spec)]
 
 
 WIDEST = OptionSpec(dict(LIMITS))

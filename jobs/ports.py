@@ -71,6 +71,11 @@ class ChatSink(Protocol):
         (``{"kind", "file_id", "filename"}``); a preview that does not go is no failure.
         :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
+    async def offer_buttons(self, chat_id: int, message_id: int, token: str, say: Callable[..., str]) -> None:
+        """Put the result buttons (new seed, upscale, edit, parameters, delete) under the result
+        message ``message_id``; ``token`` names the job's buttons, ``say`` gives their labels.
+        :raises DeliveryFailed, DeliveryUnconfirmed:"""
+
     async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
         """Send a file as it is (a document, no preview); returns ``{"message_id"}``.
         :raises DeliveryFailed, DeliveryUnconfirmed:"""

@@ -6,14 +6,18 @@ import dataclasses
 from collections.abc import AsyncIterator, Collection, Mapping
 
 from .. import imaging
-from ..store import sessions
+from ..logs import get_logger
+from ..store import buttons, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
+from . import upscale
 from .comfy_client import ComfyClient, PromptResult
-from .ports import InputUnavailable
+from .ports import ChatError, InputUnavailable
 from .runner import JobError, JobRun, send_once
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
 KIND = "prompt"  # the kind of a job whose params name none
+
+log = get_logger("jobs")
 
 
 async def run(run: JobRun) -> dict:
@@ -22,7 +26,8 @@ async def run(run: JobRun) -> dict:
     if job.params.get("image_file_id"):
         data = await fetch_image(run, job.params["image_file_id"])
         image_name = await client.upload_image(data, input_filename(job.id), INPUT_SUBFOLDER)
-    workflow = fill_job(job.params["workflow"], prompt=job.params.get("prompt", ""), seed=job.params["seed"],
+    graph = await upscale.for_backend(job.params["workflow"], run.pool, job.backend)
+    workflow = fill_job(graph, prompt=job.params.get("prompt", ""), seed=job.params["seed"],
                         image=image_name, chat_id=job.chat_id, user_id=job.user_id,
                         options=job.params.get("inputs"), job=run.prompt_id)
 
@@ -44,6 +49,7 @@ async def run(run: JobRun) -> dict:
             delivered.append(record)
     if delivered:
         await sessions.set_last_outputs(run.pool, job.chat_id, job.user_id, delivered)
+        await offer_buttons(run, delivered[-1])
     return {"prompt_id": result.prompt_id, "outputs": delivered, "unconfirmed": unconfirmed,
             "execution_ms": result.execution_ms}
 
@@ -58,6 +64,17 @@ async def deliver_once(run: JobRun, file: ResultFile) -> dict | None:
                 "job_id": job.id, "via": file.via}
 
     return await send_once(run, file.output, send)
+
+
+async def offer_buttons(run: JobRun, last: dict) -> None:
+    """The result buttons under the last message of the job's result; best effort (the result is there)."""
+    if not last.get("message_ids"):
+        return
+    token = await buttons.issue(run.pool, run.job.id)
+    try:
+        await run.sink.offer_buttons(run.job.chat_id, last["message_ids"][-1], token, run.say)
+    except ChatError as exc:  # e.g. a re-run: the buttons are there already
+        log.info("job %s: no buttons under its result: %s", run.job.id, exc)
 
 
 @dataclasses.dataclass(frozen=True)

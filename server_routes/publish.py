@@ -11,7 +11,7 @@ import sys
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
-from ..jobs.options import command_options
+from ..jobs.options import command_options, listing
 from ..jobs.workflow import OUTPUT_NODE, WorkflowError, input_node, nodes_of
 from ..store import commands
 
@@ -106,9 +106,13 @@ def summary(command: commands.Command) -> dict[str, Any]:
         inputs = command.workflow[input_node(command.workflow)].get("inputs", {})
     except WorkflowError:
         inputs = {}
+    try:
+        options = listing(command_options(command.workflow))
+    except WorkflowError:  # no one Telegram Input, or a malformed declaration: nothing to offer
+        options = []
     return {"name": command.name, "description": command.description, "owner": command.owner,
             "enabled": command.enabled, "source": command.source,
-            "requires_image": bool(inputs.get("require_image", False)),
+            "requires_image": bool(inputs.get("require_image", False)), "options": options,
             "nodes": len(command.workflow), "created_at": command.created_at,
             "updated_at": command.updated_at}
 

@@ -23,10 +23,10 @@ from comfyui_courier.nodes.telegram_output import TelegramOutput
 API_DIR = Path(__file__).resolve().parents[1] / "workflows" / "api"
 MANIFEST = json.loads((API_DIR / "commands.json").read_text(encoding="utf-8"))
 
-COMMAND_ORDER = ["f", "qwen", "dev", "sd3", "wan", "demo", "demoedit"]
-IMAGE_COMMANDS = {"qwen", "demoedit"}  # the ones the bot must give an image (Input require_image)
+COMMAND_ORDER = ["f", "qwen", "dev", "sd3", "wan", "demo", "demoedit", "upscale"]
+IMAGE_COMMANDS = {"qwen", "demoedit", "upscale"}  # the ones the bot must give an image (Input require_image)
 CARD_COMMANDS = {"demo"}  # consume the Input's image output too, but only for its prompt card
-MODEL_FREE = {"demo", "demoedit"}
+MODEL_FREE = {"demo", "demoedit", "upscale"}
 LATENT_COMMANDS = ["f", "dev", "sd3", "wan"]  # sized by the Input's width/height
 
 INPUT = TelegramInput.NODE_ID
@@ -70,6 +70,7 @@ CORE_NODES = {
     "VAEEncode": (("LATENT",), {"pixels": "IMAGE", "vae": "VAE"}),
     "ImageScaleToTotalPixels": (("IMAGE",), {"image": "IMAGE", "megapixels": "FLOAT"}),
     "ImageInvert": (("IMAGE",), {"image": "IMAGE"}),
+    "ImageScaleBy": (("IMAGE",), {"image": "IMAGE", "scale_by": "FLOAT"}),
     "ImageSharpen": (("IMAGE",), {"image": "IMAGE", "sharpen_radius": "INT", "sigma": "FLOAT",
                                   "alpha": "FLOAT"}),
     "CreateVideo": (("VIDEO",), {"images": "IMAGE", "audio": "AUDIO", "fps": "FLOAT"}),

@@ -9,9 +9,9 @@ Emulated: private chats with users (a user must have written to the bot
 first, or sending fails with "chat not found", as in Telegram), text and
 photo/document/video/animation/sticker messages, edits by the user, inline
 keyboards, callback queries, edits, deletions, commands, getChat, getUpdates
-long polling and webhooks. Groups and channels only as far as messages without a
-person behind them: channel posts and anonymous group admins. Not emulated:
-group membership, inline mode, audio/voice, payments.
+long polling and webhooks. Groups and supergroups: members' text and photos, which
+reach the bot as privacy mode lets them (``sees_in_group``), anonymous group admins,
+and channel posts. Not emulated: group membership, inline mode, audio/voice, payments.
 Webhook updates are delivered one at a time, in order (Telegram may deliver
 up to ``max_connections`` at once).
 """
@@ -57,6 +57,8 @@ BUTTON_ACTIONS = frozenset({
     "switch_inline_query_chosen_chat", "copy_text", "callback_game", "pay",
 })
 _FILE_ID_PREFIX = {"photo": "AgAC", "document": "BQAC", "video": "BAAC", "animation": "CgAC", "sticker": "CAAC"}
+GROUP_COMMAND = re.compile(r"^/[A-Za-z0-9_]{1,32}(?:@([A-Za-z0-9_]{1,64}))?(?![A-Za-z0-9_@])")
+"""A command at the start of a group message, and the bot it is addressed to, if any."""
 GROUP_ANONYMOUS_BOT = {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"}
 """The sender of every message an anonymous group admin writes (the group itself is its sender_chat)."""
 
@@ -299,6 +301,33 @@ class EmulatedBot:
         self._add_update("message", message)
         return message
 
+    def inject_group_text(self, group_id: int, user_id: int, text: str, *, reply_to: int | None = None,
+                          kind: str = "supergroup", title: str = "Group") -> dict[str, Any]:
+        """``user_id`` writes ``text`` in a group (``kind`` "group" or "supergroup") the bot is in.
+
+        The bot gets the update only as far as Telegram's privacy mode lets it (``sees_in_group``).
+        Returns the Message, which the group's history has either way.
+        """
+        return self._in_group(group_id, user_id, _typed_text(text), reply_to, kind, title)
+
+    def inject_group_photo(self, group_id: int, user_id: int, data: bytes, *, caption: str | None = None,
+                           reply_to: int | None = None, kind: str = "supergroup",
+                           title: str = "Group") -> dict[str, Any]:
+        """``user_id`` posts an image as a photo in a group; like ``inject_group_text``."""
+        return self._in_group(group_id, user_id, {"photo": self._store_photo(data), **_caption({"caption": caption})},
+                              reply_to, kind, title)
+
+    def sees_in_group(self, message: dict[str, Any]) -> bool:
+        """Whether a group message reaches the bot in privacy mode (every bot's default; getMe says
+        ``can_read_all_group_messages: false``): a command addressed to no bot or to this one
+        (``/demo``, ``/demo@this_bot``; the emulator's groups have no other bot that could have
+        spoken last), or a reply to one of the bot's messages. Not other text, nor ``/demo@other_bot``.
+        """
+        command = GROUP_COMMAND.match(message.get("text") or message.get("caption") or "")
+        if command is not None and (command[1] is None or command[1].lower() == self.user["username"].lower()):
+            return True
+        return message.get("reply_to_message", {}).get("from", {}).get("id") == self.id
+
     def inject_update(self, update: dict[str, Any]) -> dict[str, Any]:
         """Any update, as a test built it (e.g. python-telegram-bot objects' ``to_dict()``), queued as is.
 
@@ -326,7 +355,7 @@ class EmulatedBot:
         """The user presses the inline button with ``callback_data == data``. Returns the CallbackQuery.
 
         ``presser``: someone else presses the button under a message of ``user_id``'s chat (as in a
-        group, where everyone sees every button).
+        group, where everyone sees every button: pass the group's id as ``user_id``, and the presser).
         """
         message = self._messages.get((user_id, message_id))
         if message is None:
@@ -440,6 +469,21 @@ class EmulatedBot:
                 raise LookupError(f"no message {reply_to} in chat {user_id}")
         message = self._post(chat, user, content, target)
         self._add_update("message", message)
+        return message
+
+    def _in_group(self, group_id: int, user_id: int, content: dict[str, Any], reply_to: int | None, kind: str,
+                  title: str) -> dict[str, Any]:
+        if kind not in ("group", "supergroup"):
+            raise ValueError(f"a group is a group or a supergroup, not {kind!r}")
+        chat = self._group_chat(group_id, kind, title)
+        target = None
+        if reply_to is not None:
+            target = self._messages.get((group_id, reply_to))
+            if target is None:
+                raise LookupError(f"no message {reply_to} in chat {group_id}")
+        message = self._post(chat, self.emulator.user(user_id), content, target)
+        if self.sees_in_group(message):
+            self._add_update("message", message)
         return message
 
     def _group_chat(self, chat_id: int, kind: str, title: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-// The Courier sidebar tab: bot status, onion address + QR, commands (publish/enable/delete/export),
-// the live queue per user and the last benchmark runs.
+// The Courier sidebar tab: bot status, onion address + QR, commands and their options
+// (publish/enable/delete/export), the live queue per user and the last benchmark runs.
 import { adminToken, courier, courierResponse, setAdminToken } from "./api.js";
 import { benchmarkChart } from "./chart.js";
 import { h, section } from "./dom.js";
@@ -108,6 +108,12 @@ async function download(name) {
   URL.revokeObjectURL(link.href);
 }
 
+/** A command's options as users type them: "--seed --ar --size 256–2048 --n 1–4" (bounds where it sets them). */
+function optionsText(options) {
+  return options.map((option) => (option.low === undefined ? `--${option.name}`
+    : `--${option.name} ${option.low}–${option.high}`)).join(" ");
+}
+
 async function renderCommands(target, status, failure, refresh) {
   const act = (action) => async () => {
     try {
@@ -123,7 +129,10 @@ async function renderCommands(target, status, failure, refresh) {
     h("tr", {}, h("th", {}, "command"), h("th", {}, "on"), h("th", {}, "")),
     ...commands.map((command) => h("tr", { "data-command": command.name },
       h("td", {}, h("b", {}, `/${command.name}`), command.source === "seed" ? h("small", {}, " shipped") : "",
-        h("br"), h("small", {}, command.description)),
+        h("br"), h("small", {}, command.description),
+        command.options?.length ? h("div", { class: "courier-note", "data-courier": "options",
+                                             title: "Options users can add to the command" },
+                                    optionsText(command.options)) : ""),
       h("td", {}, h("input", { type: "checkbox", checked: command.enabled, title: "enabled",
         onchange: act(() => courier(`/courier/commands/${command.name}`,
                                          { method: "PATCH", body: { enabled: !command.enabled } })) })),

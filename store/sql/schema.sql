@@ -162,6 +162,7 @@ CREATE TABLE courier_pending_actions (
 );
 
 CREATE INDEX courier_pending_actions_user_idx ON courier_pending_actions (user_id);
+CREATE UNIQUE INDEX courier_pending_edit_idx ON courier_pending_actions (user_id, chat_id) WHERE action = 'edit';
 
 -- Counts one job against the user's quota, or says which quota is spent ('hour' or 'day'; NULL:
 -- counted). A limit of 0 is no limit. Locks the user's row (which must exist), so that one user's
@@ -265,3 +266,16 @@ CREATE TABLE courier_polled_updates (
 );
 CREATE INDEX courier_polled_updates_unhandled ON courier_polled_updates (bot_id, update_id)
     WHERE handled_at IS NULL;
+
+CREATE TABLE courier_result_buttons (
+    token text PRIMARY KEY,  -- the random part of the callback data of a job's buttons
+    job_id bigint NOT NULL UNIQUE REFERENCES courier_jobs ON DELETE CASCADE,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE courier_button_presses (
+    token text NOT NULL REFERENCES courier_result_buttons ON DELETE CASCADE,
+    action text NOT NULL,  -- seed, upscale, again: a press that queued a job
+    pressed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (token, action)
+);

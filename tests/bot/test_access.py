@@ -214,7 +214,7 @@ async def test_admin_commands_are_in_the_admins_menu_only(botapi, botapi_bot, pg
         for language in ("", *i18n.LANGUAGES):
             everyone = [c["command"] for c in botapi_bot.commands[(default_scope, language)]]
             admins = [c["command"] for c in botapi_bot.commands[(admin_scope, language)]]
-            assert everyone[-7:] == ["help", "status", "cancel", "quota", "lang", "forget", "settings"]
+            assert everyone[-8:] == ["help", "status", "cancel", "history", "quota", "lang", "forget", "settings"]
             assert admins == everyone + ["queue", "ban", "unban", "stats", "bench", "compare", "backends"]
         german = {c["command"]: c["description"] for c in botapi_bot.commands[(admin_scope, "de")]}
         assert german["ban"] == i18n.text("de", "menu_ban")

@@ -10,8 +10,10 @@ from comfyui_courier.emulator.comfyui_api import FakeComfyUI
 from comfyui_courier.gpu.runs import BenchmarkRun
 from comfyui_courier.gpu.storage import load_runs, save_run
 from comfyui_courier.jobs import bench
+from comfyui_courier.store import backends as backend_table
 from comfyui_courier.tests.jobs.bench_standin import StandIn, install
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.polling import until
 from comfyui_courier.tests.support.requires import require_comfyui
 from PIL import Image
 
@@ -76,6 +78,8 @@ async def test_only_admins_may_bench_or_compare(courier, botapi_bot):
     ("/bench demo three", "Usage"),
     ("/bench demo 2 extra", "Usage"),
     ("/bench de$mo", "Usage"),
+    ("/bench demo 2 @", "Usage"),
+    ("/bench @1", "Usage"),
     ("/bench nosuch", "I don't know /nosuch"),
 ])
 async def test_bench_explains_what_it_takes(courier, botapi_bot, text, needle):
@@ -161,6 +165,49 @@ async def test_bench_on_a_backend_without_the_pack_fails_clearly(courier, botapi
     assert "not installed: CourierBenchmark" in failed.params["text"]
     [job] = await job_rows(courier)
     assert job["status"] == "failed"
+
+
+@pytest.fixture
+async def two_fakes():
+    async with FakeComfyUI(steps=0) as first, FakeComfyUI(steps=0) as second:
+        yield first, second
+
+
+async def test_bench_at_a_backend_runs_on_that_backend_only(botapi, botapi_bot, pg_database, two_fakes, tmp_path):
+    """``/bench demo 1 @<id>`` and ``@<host:port>`` each run where they name; an unknown name lists the known."""
+    first, second = two_fakes
+    for fake in two_fakes:
+        install(fake, StandIn())
+    async with running_courier(botapi, botapi_bot, pg_database, first.url, tmp_path,
+                               COURIER_BACKENDS=f"{first.url},{second.url}",
+                               COURIER_ALLOWED_USERS=f"{ADMIN},{USER}", COURIER_ADMIN_USERS=f"{ADMIN}") as courier:
+        ids = {b.url: b.id for b in await backend_table.list_backends(courier.store.pool)}
+        botapi_bot.inject_text(ADMIN, "/bench demo 1 @nosuch")
+        known = f"@{ids[first.url]} ({first.url}), @{ids[second.url]} ({second.url})"
+        await reply_with(botapi_bot, f"There is no backend @nosuch. Known backends: {known}")
+        assert await job_rows(courier) == []
+
+        for count, (text, target) in enumerate(((f"/bench demo 1 @{ids[second.url]}", second),
+                                                (f"/bench demo @{first.url.split('://')[1]}", first)), 1):
+            botapi_bot.inject_text(ADMIN, text)
+            rows = await until(lambda n=count: _finished_jobs(courier, n), DONE_TIMEOUT_S, f"{text} done")
+            assert (rows[-1]["status"], rows[-1]["backend"], rows[-1]["pinned"]) == (
+                "succeeded", target.url, target.url), rows[-1]
+        assert len(first.prompts) == len(second.prompts) == 1  # each session's first run (the node queues the rest)
+
+        await backend_table.set_backend(courier.store.pool, ids[second.url], draining=True)
+        botapi_bot.inject_text(ADMIN, f"/bench demo @{ids[second.url]}")
+        await reply_with(botapi_bot, f"Backend #{ids[second.url]} ({second.url}) takes no jobs now: draining. "
+                                     "Nothing is queued")
+        assert len(await job_rows(courier)) == 2
+        assert all(p["prompt"]["1"]["inputs"]["prompt"] == bench.PROMPT for p in first.prompts + second.prompts)
+
+
+async def _finished_jobs(courier, count: int):
+    """The job rows once there are ``count`` and all have ended; None before."""
+    async with courier.store.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT status, backend, params->>'backend' AS pinned FROM courier_jobs ORDER BY id")
+    return rows if len(rows) == count and all(row["status"] in ("succeeded", "failed") for row in rows) else None
 
 
 def stored(workflow, device, seconds, host="box"):

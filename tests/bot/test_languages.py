@@ -121,6 +121,7 @@ async def test_the_command_menu_is_published_in_every_language(courier, botapi_b
         assert menu["demo"] == said(language, "command_demo")
         assert menu["lang"] == said(language, "menu_lang")
         assert menu["settings"] == said(language, "menu_settings")
-        assert list(menu)[-7:] == ["help", "status", "cancel", "quota", "lang", "forget", "settings"]
+        assert menu["history"] == said(language, "menu_history")
+        assert list(menu)[-8:] == ["help", "status", "cancel", "history", "quota", "lang", "forget", "settings"]
     fallback = {c["command"]: c["description"] for c in botapi_bot.commands[(DEFAULT_SCOPE, "")]}
     assert fallback["help"] == said("en", "menu_help")  # COURIER_LANGUAGE for every other language

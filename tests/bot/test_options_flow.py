@@ -2,17 +2,24 @@
 real PostgreSQL, and a real ComfyUI (COMFYUI_DIR) where the picture matters; the fake ComfyUI where
 only the prompt the bot sends does."""
 
+import functools
 import io
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
+from comfyui_courier import i18n
+from comfyui_courier.bot.handlers import BUILTIN_COMMANDS
+from comfyui_courier.bot.options import option_lines
+from comfyui_courier.jobs.options import command_options
 from comfyui_courier.store import commands
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.requires import require_comfyui
+from PIL import Image
 
 USER, OTHER = 111, 222
+API_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
 INPUT = "CourierTelegramInput"
 MANY = {  # a published graph that takes --n as one batch: the prompt card, repeated batch times
     "1": {"class_type": INPUT, "inputs": {"command": "many", "prompt": "p", "seed": 0, "width": 64, "height": 64,
@@ -179,6 +186,30 @@ async def test_help_lists_a_command_s_options(courier_fake, botapi_bot):
     text = await answer(botapi_bot, USER, "/help nosuch")
     assert text == "I don't know /nosuch. Send /help for the list of commands."
     assert "/help <command>" in await answer(botapi_bot, USER, "/help")
+
+
+async def test_help_answers_for_every_shipped_and_built_in_command(courier_fake, botapi_bot):
+    """``/help <name>`` for each command of commands.json (its options as /help lists them) and each built-in."""
+    shipped = json.loads((API_DIR / "commands.json").read_text(encoding="utf-8"))
+    for name in shipped:
+        command = await commands.get_command(courier_fake.store.pool, name)
+        text = await answer(botapi_bot, USER, f"/help {name}")
+        assert text.startswith(f"/{name} — ") and "I don't know" not in text, text
+        for line in option_lines(command_options(command.workflow), functools.partial(i18n.text, "en")):
+            assert line in text, (name, line)
+    for name in BUILTIN_COMMANDS:
+        text = await answer(botapi_bot, USER, f"/help {name}")
+        assert text.startswith(f"/{name} — ") and "I don't know" not in text, text
+
+
+async def test_help_settings_explains_the_defaults_in_the_user_s_language(courier_fake, botapi_bot):
+    text = await answer(botapi_bot, USER, "/help settings")
+    assert text.startswith("/settings — Your default options\n")
+    assert "/settings reset" in text and text.endswith(
+        "Options you can set as defaults: --seed, --ar, --size, --steps, --n, --neg")
+    botapi_bot.emulator.add_user(OTHER, "Anna", language_code="de")
+    text = await answer(botapi_bot, OTHER, f"/help@{botapi_bot.user['username']} /settings")
+    assert text.startswith("/settings — Deine Standardoptionen") and "--ar 16:9 --steps 4" in text
 
 
 async def test_settings_keep_defaults_that_apply_where_a_command_takes_them(courier_fake, botapi_bot):

@@ -131,6 +131,11 @@ async def test_publish_from_the_panel_then_the_bot_answers(comfyui_with_everythi
         onion = await page.evaluate("document.querySelector('.courier-panel [data-courier=onion]').textContent")
         assert onion == server.get_json("/courier/anyone")["url"]
         await page.wait_for("!!document.querySelector('.courier-panel tr[data-command=demo]')", what="the commands")
+        options = await page.evaluate("Object.fromEntries([...document.querySelectorAll('.courier-panel "
+                                      "tr[data-command]')].map((row) => [row.dataset.command, "
+                                      "row.querySelector('[data-courier=options]')?.textContent ?? '']))")
+        assert options["f"] == "--seed --ar --size 256–2048 --steps 1–8 --n 1–4", options
+        assert options["demoedit"] == "--seed" and options["sd3"].endswith("--neg"), options
         assert await page.evaluate(
             "document.querySelector('.courier-panel [data-component=bot]').textContent.includes('ok')")
 

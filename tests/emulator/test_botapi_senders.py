@@ -42,6 +42,47 @@ async def test_anonymous_admin_writes_as_group_anonymous_bot(botapi_bot, tg):
         botapi_bot.inject_anonymous_admin_text(5678, "a group id is negative")
 
 
+async def test_group_members_reach_the_bot_as_privacy_mode_lets_them(botapi, botapi_bot, tg):
+    """Commands for no bot or this one, and replies to the bot, come in; other text and other bots' commands not."""
+    group, other = -1001234567890, 43
+    botapi.add_user(other, "Bo")
+    name = botapi_bot.user["username"]
+    assert (await tg.get_me()).can_read_all_group_messages is False
+    chatter = botapi_bot.inject_group_text(group, USER, "hello all")
+    botapi_bot.inject_group_text(group, USER, "/demo@another_bot x")  # another bot's
+    plain = botapi_bot.inject_group_text(group, USER, "/demo a fox")
+    addressed = botapi_bot.inject_group_text(group, other, f"/demo@{name} a cat", reply_to=chatter["message_id"])
+    updates = await tg.get_updates()
+    assert [u.message.message_id for u in updates] == [plain["message_id"], addressed["message_id"]]
+    message = updates[1].message
+    assert (message.chat.id, message.chat.type, message.from_user.id, message.from_user.first_name) == (
+        group, Chat.SUPERGROUP, other, "Bo")
+    assert message.reply_to_message.message_id == chatter["message_id"] and message.sender_chat is None
+    sent = await message.reply_text("queued")  # PTB quotes in groups
+    assert sent.reply_to_message.from_user.id == other
+
+    offset = updates[-1].update_id + 1
+    to_bot = botapi_bot.inject_group_text(group, USER, "nice", reply_to=sent.message_id)
+    botapi_bot.inject_group_photo(group, USER, png(), caption="look")  # no command: not for the bot
+    edit = botapi_bot.inject_group_photo(group, USER, png(), caption="/demoedit")
+    (first, second) = await tg.get_updates(offset=offset)
+    assert (first.message.message_id, second.message.message_id) == (to_bot["message_id"], edit["message_id"])
+    assert second.message.photo and second.message.caption == "/demoedit"
+    assert len(botapi_bot.history(group)) == 8  # the group sees everything
+    basic = botapi_bot.inject_group_text(-4242, USER, "/status", kind="group")
+    assert basic["chat"]["type"] == "group"
+    with pytest.raises(ValueError):
+        botapi_bot.inject_group_text(-4242, USER, "/status", kind="channel")
+    with pytest.raises(LookupError):
+        botapi_bot.inject_group_text(group, USER, "/status", reply_to=9999)
+
+
+def png() -> bytes:
+    data = io.BytesIO()
+    Image.new("RGB", (32, 24), (10, 200, 10)).save(data, "PNG")
+    return data.getvalue()
+
+
 async def test_edit_is_an_edited_message_update_unless_the_bot_did_not_subscribe(botapi_bot, tg):
     sent = botapi_bot.inject_text(USER, "/demo cat")
     botapi_bot.inject_edit(USER, sent["message_id"], "/demo dog")

@@ -1,6 +1,9 @@
 """The shipped command workflows against a real ComfyUI (COMFYUI_DIR, started --cpu).
 
-The weight-free commands (demo, demoedit) run to the end and produce an image.
+Every command of commands.json validates against the real ``/object_info``: node classes exist,
+required inputs are there, values have the input's type and range (or are one of its choices; a
+loader's choice may be the manifest's model file, absent here), links come from outputs of the
+type the input takes. The weight-free commands (demo, demoedit, upscale) run to the end and produce an image.
 The model commands have no weights here, so ComfyUI must reject them at
 validation with nothing but ``value_not_in_list`` on their loaders, naming
 exactly the manifest's model files: every other node, link and value of the
@@ -108,6 +111,95 @@ def output_image(server, workflow, entry) -> Image.Image:
     return Image.open(io.BytesIO(data))
 
 
+_object_info: dict[str, dict] = {}
+
+
+def object_info(server) -> dict:
+    """The server's ``/object_info`` (read once per server: it is megabytes)."""
+    if server.url not in _object_info:
+        status, info = _json(server, "GET", "/object_info")
+        assert status == 200 and INPUT in info and OUTPUT in info, status
+        _object_info[server.url] = info
+    return _object_info[server.url]
+
+
+def takes(received: str, wanted: str) -> bool:
+    """Whether an output of type ``received`` may feed an input of type ``wanted`` (ComfyUI's rule:
+    ``*`` takes anything, "A,B" lists take any overlap)."""
+    mine, theirs = ({t.strip() for t in kind.split(",")} for kind in (received, wanted))
+    return "*" in mine | theirs or bool(mine & theirs)
+
+
+def value_problem(value, kind, extra: dict, models: set[str]) -> str | None:
+    """Why a literal ``value`` cannot go to an input of ``kind``; None if it can."""
+    choices = kind if isinstance(kind, list) else extra.get("options") if kind == "COMBO" else None
+    if choices is not None:
+        return None if value in choices or value in models else f"{value!r} is not one of its choices"
+    checks = {"INT": lambda v: isinstance(v, int) and not isinstance(v, bool),
+              "FLOAT": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+              "STRING": lambda v: isinstance(v, str), "BOOLEAN": lambda v: isinstance(v, bool)}
+    if kind not in checks:
+        return f"a {kind} input needs a link, not the value {value!r}"
+    if not checks[kind](value):
+        return f"{value!r} is not a {kind}"
+    if kind in ("INT", "FLOAT") and not extra.get("min", value) <= value <= extra.get("max", value):
+        return f"{value} is outside {extra.get('min')}..{extra.get('max')}"
+    return None
+
+
+def graph_problems(workflow: dict, info: dict, models: set[str]) -> list[str]:
+    """What ComfyUI's validation would object to in ``workflow``, read off ``info`` (/object_info)."""
+    found = []
+    for node_id, node in workflow.items():
+        schema = info.get(node["class_type"])
+        if schema is None:
+            found.append(f"{node_id}: no node class {node['class_type']}")
+            continue
+        declared = {**schema["input"].get("optional", {}), **schema["input"].get("required", {})}
+        found += [f"{node_id}.{name}: required input missing" for name in schema["input"].get("required", {})
+                  if name not in node["inputs"]]
+        found += [f"{node_id}.{name}: {node['class_type']} has no such input" for name in node["inputs"]
+                  if name not in declared and name not in schema["input"].get("hidden", {})]
+        for name, value in node["inputs"].items():
+            if name not in declared:
+                continue
+            kind, extra = declared[name][0], (declared[name][1] if len(declared[name]) > 1 else {})
+            if isinstance(value, list):
+                source, index = value
+                outputs = info.get(workflow.get(source, {}).get("class_type"), {}).get("output", [])
+                if index >= len(outputs):
+                    found.append(f"{node_id}.{name}: no output {index} on node {source}")
+                elif isinstance(kind, list) or not takes(outputs[index], kind):
+                    found.append(f"{node_id}.{name}: takes {kind}, gets {outputs[index]} from {source}[{index}]")
+            elif problem := value_problem(value, kind, extra, models):
+                found.append(f"{node_id}.{name}: {problem}")
+    return found
+
+
+@pytest.mark.parametrize("name", list(MANIFEST))
+def test_every_shipped_workflow_validates_against_object_info(server, name):
+    models = {model["name"] for model in MANIFEST[name]["models"]}
+    workflow = job(name, prompt="an astronaut riding a horse", seed=2**64 - 1)
+    assert graph_problems(workflow, object_info(server), models) == []
+
+
+def test_the_object_info_check_finds_what_comfyui_would_refuse(server):
+    workflow = job("demo", prompt="x", seed=0)
+    (input_id,) = [i for i, n in workflow.items() if n["class_type"] == INPUT]
+    (output_id,) = [i for i, n in workflow.items() if n["class_type"] == OUTPUT]
+    broken = json.loads(json.dumps(workflow))
+    broken[input_id]["inputs"]["width"] = 10**6
+    broken[input_id]["inputs"]["seed"] = "seven"
+    broken[output_id]["inputs"]["images"] = [input_id, 0]  # the prompt, a STRING
+    broken["99"] = {"class_type": "NoSuchNode", "inputs": {}}
+    problems = graph_problems(broken, object_info(server), set())
+    assert len(problems) == 4, problems
+    assert any("width: 1000000 is outside" in p for p in problems)
+    assert any("seed: 'seven' is not a INT" in p for p in problems)
+    assert any("images: takes IMAGE, gets STRING" in p for p in problems)
+    assert any("no node class NoSuchNode" in p for p in problems)
+
+
 def test_demo_renders_the_prompt_card(server):
     workflow = job("demo", prompt="a lighthouse at dusk", seed=12345)
     picture = output_image(server, workflow, run_to_end(server, workflow))
@@ -127,6 +219,17 @@ def test_demoedit_inverts_the_users_image(server):
     # ComfyUI images are floats in 0..1; writing 8 bits truncates as SaveImage does, so 1 - x
     # may land one step low. Anything more would be a lossy path (JPEG, a resize, a colour shift).
     assert np.abs(result - (255 - original.astype(int))).max() <= 1
+
+
+def test_upscale_doubles_the_users_image_without_a_model(server):
+    ys, xs = np.mgrid[0:30, 0:50]
+    ramps = np.stack([xs * 5, ys * 8, (xs + ys) * 3], axis=-1).astype(np.uint8)  # smooth: sharpening keeps it
+    original = Image.fromarray(ramps, "RGB")
+    workflow = job("upscale", prompt="", seed=1, image=upload_png(server, original))
+    picture = output_image(server, workflow, run_to_end(server, workflow))
+    assert picture.size == (100, 60)
+    lanczos = np.asarray(original.resize((100, 60), Image.Resampling.LANCZOS)).astype(int)
+    assert np.abs(np.asarray(picture.convert("RGB")).astype(int) - lanczos).mean() < 4  # the picture, larger
 
 
 @pytest.mark.parametrize("name", MODEL_COMMANDS)

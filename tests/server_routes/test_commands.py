@@ -7,6 +7,7 @@ import types
 import pytest
 from yarl import URL
 
+from comfyui_courier.jobs.options import command_options, offered
 from comfyui_courier.jobs.seed import seed_commands
 from comfyui_courier.server_routes.api import MAX_BODY_BYTES
 from comfyui_courier.store import commands
@@ -22,12 +23,25 @@ async def test_publish_stores_the_graph_as_a_command(api, store):
     assert status == 201, reply
     assert reply["command"] | {"created_at": None, "updated_at": None} == {
         "name": "mycmd", "description": "Cards from text", "owner": "editor", "enabled": True,
-        "source": "published", "requires_image": False, "nodes": 3, "created_at": None, "updated_at": None}
+        "source": "published", "requires_image": False, "nodes": 3, "created_at": None, "updated_at": None,
+        "options": [{"name": "seed"}, {"name": "ar"}, {"name": "size", "low": 256, "high": 2048},
+                    {"name": "n", "low": 1, "high": 4}]}
     assert reply["menu_updated"] is False  # no bot in this test
     stored = await commands.get_command(store.pool, "mycmd")
     assert stored.workflow["3"]["class_type"] == "CourierTelegramOutput"
     status, listed, _ = await api.get("/courier/commands")
     assert [c["name"] for c in listed["commands"]] == ["mycmd"]
+
+
+async def test_the_list_shows_each_shipped_command_s_options_as_its_workflow_declares_them(api, store):
+    await seed_commands(store)
+    status, listed, _ = await api.get("/courier/commands")
+    by_name = {c["name"]: c["options"] for c in listed["commands"]}
+    assert by_name["f"] == [{"name": "seed"}, {"name": "ar"}, {"name": "size", "low": 256, "high": 2048},
+                            {"name": "steps", "low": 1, "high": 8}, {"name": "n", "low": 1, "high": 4}]
+    assert by_name["demoedit"] == [{"name": "seed"}]
+    for command in await commands.list_commands(store.pool):
+        assert [o["name"] for o in by_name[command.name]] == offered(command_options(command.workflow))
 
 
 async def test_the_name_comes_from_the_telegram_input_when_not_given(api):

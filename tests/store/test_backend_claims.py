@@ -69,3 +69,13 @@ async def test_a_model_that_no_backend_taking_jobs_has_does_not_hold_the_job(sto
     sdxl_job = await enqueue(store, B, model=SDXL)
     await backends.set_backend(store.pool, gpu.id, draining=True)  # the only one with SDXL takes nothing
     assert (await jobs.claim(store.pool, "cpu", 60, backend=CPU)).id == sdxl_job
+
+
+async def test_a_job_pinned_to_a_backend_is_claimed_there_only(store, two):
+    """``/bench … @backend``: the job's params name the one backend that may claim it; others pass it by."""
+    pinned, _ = await jobs.enqueue(store.pool, user_id=A, chat_id=A, command="bench",
+                                   params={"workflow": workflow(), "seed": 1, "backend": CPU})
+    plain = await enqueue(store, A)
+    assert (await jobs.claim(store.pool, "gpu", 60, backend=GPU)).id == plain
+    assert await jobs.claim(store.pool, "gpu", 60, backend=GPU) is None
+    assert (await jobs.claim(store.pool, "cpu", 60, backend=CPU)).id == pinned
