@@ -1,5 +1,5 @@
 """The polling inbox: updates kept from before their offset is confirmed until they are handled
-(see 0008_polled_updates.sql)."""
+(see 0009_polled_updates.sql)."""
 
 from __future__ import annotations
 
