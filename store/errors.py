@@ -5,8 +5,10 @@ from pathlib import Path
 
 import asyncpg
 
-_LOST = (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError, asyncpg.InterfaceError)
-"""What asyncpg raises when the server is restarting or went away mid-query."""
+_LOST = (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError, asyncpg.InterfaceError,
+         asyncpg.InternalClientError)
+"""What asyncpg raises when the server is restarting or went away mid-query (a connection it
+broke may still be in the middle of its last operation: InternalClientError)."""
 
 
 class StoreError(Exception):
