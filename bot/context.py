@@ -30,6 +30,10 @@ class BotData:
     announcing: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(STATUS_SLOTS))
     """"Queued" replies under way: the rest wait before reading their queue position, so a burst
     of commands does not flood PostgreSQL with position reads that Telegram's pace makes stale."""
+    waiting: set[int] = dataclasses.field(default_factory=set)
+    """Updates whose handlers met a database outage, to be handled again (``outage``)."""
+    told_waiting: set[int] = dataclasses.field(default_factory=set)
+    """Updates whose senders were told their command waits for the database."""
 
 
 class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):

@@ -31,9 +31,11 @@ from .. import i18n
 from ..jobs.options import WIDEST, command_options, offered
 from ..logs import get_logger
 from ..store import commands, jobs
+from ..store.errors import is_outage
 from . import access, admin, buttons, defaults, forget, keyboards, languages
 from .context import CourierContext
 from .options import option_lines
+from .outage import defer, tell_waiting
 from .parsing import clean_text, parse_command
 from .queueing import queue_command
 
@@ -190,12 +192,17 @@ async def hint(update: Update, context: CourierContext) -> None:
 
 
 async def on_error(update: object, context: CourierContext) -> None:
-    """The error handler: one log record and, where there is a chat, a reply, both naming one incident id.
+    """The error handler: one log record and, where there is a chat, a reply, both naming one incident id;
+    a database outage instead defers the update (``outage``).
 
     The reply says no more than that (no exception, no path); the log has the traceback, with
     the bot token blanked out should any message carry it. It is written first: a chat that
     cannot be told (blocked, gone) changes nothing in it.
     """
+    if isinstance(update, Update) and is_outage(context.error):
+        defer(context.bot_data, update)
+        await tell_waiting(context.bot, context.bot_data, update)
+        raise ApplicationHandlerStop  # its other handlers would meet the outage too
     incident = secrets.token_hex(4)
     update = update if isinstance(update, Update) else None
     chat = update.effective_chat if update is not None else None

@@ -1,7 +1,7 @@
 """The python-telegram-bot Application inside a host event loop (ComfyUI's or our own).
 
-Never ``run_polling`` (it owns the loop): initialize → start → start_polling,
-reversed on stop. A bad token or an unreachable Bot API is a health error, not
+Never ``run_polling`` (it owns the loop): initialize → start → our own polling
+(``polling.Poller``, which loses no command) or the webhook, reversed on stop. A bad token or an unreachable Bot API is a health error, not
 a crash of the host.
 """
 
@@ -20,6 +20,8 @@ from ..store import commands
 from .admin import admin_menu
 from .context import BotData, CourierContext
 from .handlers import ALLOWED_UPDATES, build_handlers, command_menu, on_error
+from .outage import finished
+from .polling import Poller
 from .progress import ResultsFirstLimiter
 from ..logs import get_logger
 
@@ -41,9 +43,7 @@ def build_application(settings: Settings, store, proxy: str | None = None) -> Ap
                .concurrent_updates(True))
     if proxy:
         builder = builder.proxy(proxy).get_updates_proxy(proxy)
-    if settings.webhook_url:
-        builder = builder.updater(None)
-    application = builder.build()
+    application = builder.updater(None).build()  # polling.Poller fetches the updates
     application.bot_data.settings = settings
     application.bot_data.store = store
     for handler, group in build_handlers():
@@ -58,6 +58,7 @@ class BotService:
         self.health = health
         self.application = build_application(settings, store, proxy)
         self._started = False
+        self._poller: Poller | None = None
 
     @property
     def dispatcher(self):
@@ -83,15 +84,17 @@ class BotService:
         if not self.settings.receive_updates:  # another host on the database takes the updates
             self.health.set("bot", "ok", f"@{self.application.bot.username}", mode="send-only")
             return True
-        if self.application.updater is not None:
-            await self.application.updater.start_polling(allowed_updates=list(ALLOWED_UPDATES))
+        if not self.settings.webhook_url:
+            self._poller = Poller(self.application, self.application.bot_data.store.pool, list(ALLOWED_UPDATES),
+                                  self.process_update)
+            self._poller.start()
         else:
             await self.application.bot.set_webhook(
                 self.settings.webhook_url, secret_token=self.settings.webhook_secret.reveal() or None,
                 allowed_updates=list(ALLOWED_UPDATES))
         await self.publish_command_menu()
         self.health.set("bot", "ok", f"@{self.application.bot.username}",
-                        mode="webhook" if self.application.updater is None else "polling")
+                        mode="webhook" if self.settings.webhook_url else "polling")
         return True
 
     def read_update(self, payload: dict) -> Update:
@@ -99,12 +102,14 @@ class BotService:
         ``Update.de_json`` raises on a malformed one."""
         return Update.de_json(payload, self.application.bot)
 
-    async def process_update(self, update: Update) -> None:
+    async def process_update(self, update: Update) -> bool:
         """Run the handlers on ``update``, returning once they are done: a job it asks for is
         committed, with the update in the inbox, so a webhook answered after this loses nothing
-        if the process dies first (Telegram delivers the update again)."""
+        if the process dies first (Telegram delivers the update again). False when the handlers
+        met a database outage: handle ``update`` again later (its sender was told)."""
         application = self.application
         await application.update_processor.process_update(update, application.process_update(update))
+        return finished(application.bot_data, update)
 
     async def publish_command_menu(self) -> None:
         """Telegram's command menu = the enabled commands of the table and the built-ins (setMyCommands),
@@ -128,8 +133,8 @@ class BotService:
 
     async def stop(self) -> None:
         if self._started:
-            if self.application.updater is not None and self.application.updater.running:
-                await self.application.updater.stop()
+            if self._poller is not None:
+                await self._poller.stop()
             await self.application.stop()
             self._started = False
         await self.application.shutdown()

@@ -55,10 +55,11 @@ class TelegramSink:
         await send(lambda: self.bot.edit_message_reply_markup(chat_id, message_id,
                                                               reply_markup=result_keyboard(token, say)), "buttons")
 
-    async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
-        await send(lambda: self.bot.send_document(chat_id, document=data, filename=filename,
-                                                  disable_content_type_detection=True, **reply_args(reply_to)),
-                   f"document {filename}")
+    async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
+        sent = await send(lambda: self.bot.send_document(chat_id, document=data, filename=filename,
+                                                         disable_content_type_detection=True, **reply_args(reply_to)),
+                          f"document {filename}")
+        return {"message_id": sent.message_id}
 
     async def fetch_file(self, file_id: str) -> bytes:
         try:

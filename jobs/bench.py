@@ -47,7 +47,7 @@ from .comfy_client import (
     Interrupted,
     PromptLost,
 )
-from .runner import JobRun
+from .runner import JobRun, send_once
 from .workflow import fill_job, requires_image
 
 log = get_logger("bench")
@@ -389,14 +389,21 @@ async def run_job(run: JobRun) -> dict:
     else:
         note = ""
     text = result.report if not note else f"{result.report}\n\n{note}"
-    await run.sink.send_text(job.chat_id, _fit(text), job.reply_to_message_id)
-    if result.chart is not None:
+
+    async def send_report() -> dict:
+        return {"message_id": await run.sink.send_text(job.chat_id, _fit(text), job.reply_to_message_id)}
+
+    async def send_chart() -> dict:
         chart = await client.view(result.chart["filename"], result.chart.get("subfolder", ""),
                                   result.chart.get("type", "temp"))
-        await run.sink.send_file(job.chat_id, job.reply_to_message_id, f"benchmark-{_slug(name)}.png",
-                                 clean_png(chart))
+        return await run.sink.send_file(job.chat_id, job.reply_to_message_id, f"benchmark-{_slug(name)}.png",
+                                        clean_png(chart))
+
+    # like a prompt job's files: sent once, and an answer that did not come is no failure
+    sends = [("report", send_report)] + ([("chart", send_chart)] if result.chart is not None else [])
+    unconfirmed = [output for output, send in sends if await send_once(run, output, send) is None]
     return {"prompt_id": run.prompt_id, "benchmark_run_id": row.id if row is not None else None,
-            "prompt_ids": result.prompt_ids, "failed_runs": result.failed_runs}
+            "prompt_ids": result.prompt_ids, "failed_runs": result.failed_runs, "unconfirmed": unconfirmed}
 
 
 MAX_MESSAGE = 4096

@@ -267,7 +267,9 @@ class Dispatcher:
         started = time.monotonic()
         try:
             await hold.wait_turn()
-            await progress.update(say("running", name=job.command))
+            await progress.update(say("running", name=job.command) if job.attempts <= 1  # a re-run says so
+                                  else say("running_again", name=job.command, attempt=job.attempts,
+                                           attempts=job.max_attempts))
             runner = RUNNERS[kind(job)]
             run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say,
                          self.handoff, left_backend=hold.release)

@@ -90,8 +90,9 @@ class ChatSink(Protocol):
         message ``message_id``; ``token`` names the job's buttons, ``say`` gives their labels.
         :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
-    async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> None:
-        """Send a file as it is (a document, no preview). :raises DeliveryFailed, DeliveryUnconfirmed:"""
+    async def send_file(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
+        """Send a file as it is (a document, no preview); returns ``{"message_id"}``.
+        :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
     async def fetch_file(self, file_id: str) -> bytes:
         """The bytes of a file the user sent. :raises InputUnavailable:"""

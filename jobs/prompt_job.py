@@ -7,18 +7,12 @@ from collections.abc import AsyncIterator, Collection, Mapping
 
 from .. import imaging
 from ..logs import get_logger
-from ..store import buttons, deliveries, sessions
+from ..store import buttons, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from . import upscale
 from .comfy_client import ComfyClient, PromptResult
-from .ports import (
-    ChatError,
-    DeliveryFailed,
-    DeliveryUnconfirmed,
-    InputUnavailable,
-    UploadTooLarge,
-)
-from .runner import JobError, JobRun
+from .ports import ChatError, InputUnavailable, UploadTooLarge
+from .runner import JobError, JobRun, send_each_once
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
 KIND = "prompt"  # the kind of a job whose params name none
@@ -77,28 +71,20 @@ async def deliver(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
 
 
 async def deliver_once(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
-    """Send ``files`` (one, or an album) but those an earlier run of the job sent or may have;
-    their records, None where nobody knows.
+    """Send ``files`` (one, or an album) as ``send_each_once`` does: but those an earlier run of the
+    job sent or may have; their records, None where nobody knows."""
+    async def send(fresh: list[int]) -> list[dict]:
+        chosen = [files[i] for i in fresh]
+        return [{**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
+                 "job_id": run.job.id, "via": file.via}
+                for file, record in zip(chosen, await send_files(run, chosen))]
 
-    :raises DeliveryFailed: they did not go (a later run may send them).
-    :raises deliveries.NotRunning: the job was cancelled or its lease lost: nothing is sent.
-    """
-    job = run.job
-    earlier = [await deliveries.begin(run.pool, job.id, file.output, job.worker) for file in files]
-    fresh = [file for file, before in zip(files, earlier) if before is None]
     try:
-        sent = await send_files(run, fresh) if fresh else []
-    except DeliveryUnconfirmed:  # their rows stay "sending": never sent again
-        sent = [None] * len(fresh)
-    except DeliveryFailed as exc:
-        for file in fresh:
-            await deliveries.drop(run.pool, job.id, file.output)
-        if isinstance(exc, UploadTooLarge) and len(fresh) > 1:  # the server takes less than the setting says
-            return [(await deliver_once(run, [file]))[0] for file in files]
-        raise
-    records = iter(sent)
-    return [before.record if before is not None else await completed(run, file, next(records))
-            for file, before in zip(files, earlier)]
+        return await send_each_once(run, [file.output for file in files], send)
+    except UploadTooLarge:
+        if len(files) == 1:
+            raise
+        return [(await deliver_once(run, [file]))[0] for file in files]  # the server takes less than the setting
 
 
 async def send_files(run: JobRun, files: list[ResultFile]) -> list[dict]:
@@ -128,15 +114,6 @@ async def send_files(run: JobRun, files: list[ResultFile]) -> list[dict]:
             text = say("result_refused_for_size", filename=file.filename, size_mb=size_mb)
     message_id = await run.sink.send_text(job.chat_id, text, job.reply_to_message_id)
     return [{"kind": "too_large", "filename": file.filename, "message_ids": [message_id]}]
-
-
-async def completed(run: JobRun, file: ResultFile, record: dict | None) -> dict | None:
-    """Keep what the chat answered for ``file``, with where the file lies on the backend (for /forget)."""
-    if record is None:
-        return None
-    record = {**record, "subfolder": file.subfolder, "type": file.type, "job_id": run.job.id, "via": file.via}
-    await deliveries.complete(run.pool, run.job.id, file.output, record)
-    return record
 
 
 def upload_limit(run: JobRun) -> int:

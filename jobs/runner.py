@@ -11,9 +11,10 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 
 from ..config import Settings
+from ..store import deliveries
 from .comfy_client import ComfyClient
 from .handoff import Handoff
-from .ports import ChatSink, StatusMessage
+from .ports import ChatSink, DeliveryFailed, DeliveryUnconfirmed, StatusMessage
 
 
 class JobError(Exception):
@@ -39,3 +40,40 @@ class JobRun:
 
 
 Runner = Callable[[JobRun], Awaitable[dict]]
+
+
+async def send_once(run: JobRun, output: str, send: Callable[[], Awaitable[dict]]) -> dict | None:
+    """``await send()`` unless an earlier run of the job sent ``output`` or may have: as ``send_each_once``."""
+    async def listed(fresh: list[int]) -> list[dict]:
+        return [await send()]
+
+    (record,) = await send_each_once(run, [output], listed)
+    return record
+
+
+async def send_each_once(run: JobRun, outputs: list[str],
+                         send: Callable[[list[int]], Awaitable[list[dict]]]) -> list[dict | None]:
+    """``await send(fresh)`` for the outputs (indexes into ``outputs``) that no earlier run of the job
+    sent or may have (see ``store.deliveries``); per output, what the chat answered or the earlier
+    record, None if nobody knows.
+
+    :raises DeliveryFailed: they did not go (a later run may send them).
+    :raises deliveries.NotRunning: the job was cancelled or its lease lost: nothing is sent.
+    """
+    job = run.job
+    earlier = [await deliveries.begin(run.pool, job.id, output, job.worker) for output in outputs]
+    fresh = [i for i, before in enumerate(earlier) if before is None]
+    try:
+        sent = await send(fresh) if fresh else []
+    except DeliveryUnconfirmed:  # their rows stay "sending": never sent again
+        sent = [None] * len(fresh)
+    except DeliveryFailed:
+        for i in fresh:
+            await deliveries.drop(run.pool, job.id, outputs[i])
+        raise
+    records = [before.record if before is not None else None for before in earlier]
+    for i, record in zip(fresh, sent):
+        if record is not None:
+            await deliveries.complete(run.pool, job.id, outputs[i], record)
+        records[i] = record
+    return records

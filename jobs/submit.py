@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from ..logs import get_logger
 from ..store import jobs
-from .ports import ChatError
+from .ports import ChatError, DeliveryUnconfirmed
 
 log = get_logger("submit")
 
@@ -76,6 +76,9 @@ async def announce(pool, job_id: int, post_status: Callable[[int], Awaitable[int
         return None
     try:
         message_id = await post_status(position)
+    except DeliveryUnconfirmed:  # it may be in the chat: the job stays, and its run posts a status of its own
+        log.info("job %s: Telegram did not confirm its status reply", job_id)
+        return position
     except ChatError:
         await jobs.cancel_job(pool, job_id, reason="status reply refused")
         raise

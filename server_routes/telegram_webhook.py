@@ -35,7 +35,7 @@ async def telegram_webhook(request: web.Request) -> web.Response:
                                       status=400)
     try:
         payload = json.loads(body)
-        if not isinstance(payload, dict) or "update_id" not in payload:
+        if not isinstance(payload, dict) or type(payload.get("update_id")) is not int:
             raise ValueError("not an update")
     except (ValueError, RecursionError):
         return not_an_update
@@ -44,5 +44,6 @@ async def telegram_webhook(request: web.Request) -> web.Response:
     except Exception as exc:  # python-telegram-bot's Update.de_json raises whatever a missing part makes it
         log.warning("webhook: an update python-telegram-bot cannot read (%s)", type(exc).__name__)
         return not_an_update
-    await bot.process_update(update)  # answered once handled: on a crash before, Telegram delivers it again
+    if not await bot.process_update(update):  # answered once handled: else Telegram delivers it again
+        return web.json_response({"error": {"code": "database_down", "message": "try again later"}}, status=503)
     return web.json_response({"ok": True})

@@ -39,5 +39,5 @@ async def acquire(db: Db) -> AsyncIterator[asyncpg.Connection]:
                 yield conn
         else:
             yield db
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError) as exc:
         raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc

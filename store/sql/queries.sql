@@ -508,6 +508,23 @@ UPDATE courier_deliveries SET status = 'sent', record = $3, updated_at = now() W
 -- drop_delivery --
 DELETE FROM courier_deliveries WHERE job_id = $1 AND output = $2;
 
+-- keep_polled_updates --
+-- $2, $3: the update ids and their JSON; returns the ids of those not kept before.
+INSERT INTO courier_polled_updates (bot_id, update_id, payload)
+SELECT $1, t.update_id, t.payload FROM unnest($2::bigint[], $3::text[]) AS t (update_id, payload)
+ON CONFLICT DO NOTHING
+RETURNING update_id;
+
+-- unhandled_polled_updates --
+SELECT update_id, payload FROM courier_polled_updates
+WHERE bot_id = $1 AND handled_at IS NULL ORDER BY update_id;
+
+-- polled_update_handled --
+UPDATE courier_polled_updates SET handled_at = now() WHERE bot_id = $1 AND update_id = $2;
+
+-- forget_old_polled_updates --
+DELETE FROM courier_polled_updates WHERE handled_at < now() - interval '1 day';
+
 -- issue_buttons --
 -- The token of job $2's buttons: $1 for a job that has none yet, else the one it has.
 INSERT INTO courier_result_buttons (token, job_id) VALUES ($1, $2)

@@ -256,6 +256,17 @@ BEGIN
 END
 $$;
 
+CREATE TABLE courier_polled_updates (
+    bot_id bigint NOT NULL,  -- Telegram id of the bot the update came to
+    update_id bigint NOT NULL,
+    payload text NOT NULL,  -- the update's JSON (not jsonb, which refuses the \u0000 a message may hold)
+    received_at timestamptz NOT NULL DEFAULT now(),
+    handled_at timestamptz,  -- NULL: its handlers have not finished yet
+    PRIMARY KEY (bot_id, update_id)
+);
+CREATE INDEX courier_polled_updates_unhandled ON courier_polled_updates (bot_id, update_id)
+    WHERE handled_at IS NULL;
+
 CREATE TABLE courier_result_buttons (
     token text PRIMARY KEY,  -- the random part of the callback data of a job's buttons
     job_id bigint NOT NULL UNIQUE REFERENCES courier_jobs ON DELETE CASCADE,

@@ -13,15 +13,19 @@ is one of the private network's exit relays; a direct connection would be this t
 
 import asyncio
 import os
+import signal
 
 import pytest
+from comfyui_courier import i18n
 from comfyui_courier.anyone.errors import PrivateNetworkError
 from comfyui_courier.anyone.privnet import TEST_NETWORK_FILE, load_test_network
 from comfyui_courier.anyone.service import AnyoneService
 from comfyui_courier.config import Settings, load_settings
 from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.fixtures.anyone import share_client_key, socket_owner
+from comfyui_courier.tests.support.polling import until
 
 USER = 111
 BOOT_S = 120  # anon bootstrap on the private network (~5 s) + PostgreSQL + the first Bot API call
@@ -193,6 +197,43 @@ async def test_demo_job_runs_on_an_anon_backend(anyone_service_factory, start_co
         assert [client.base_url for client in courier.dispatcher.clients] == [url]
         await demo_result(botapi_bot, courier)
         assert backend.prompts, "the job never reached the backend"
+
+
+@pytest.mark.timeout(400)
+async def test_the_bots_anon_killed_mid_job_finishes_the_job_once_anon_is_back(
+        anyone_service_factory, start_courier, botapi_bot, monkeypatch, caplog):
+    """SIGKILL to the bot's own anon while its job waits on a ``.anon`` backend: the circuit and the
+    job's websocket die with it, the supervisor starts anon again (the same SOCKS port), and the job
+    goes on through it (the websocket reopened, or run again if the backend was given up meanwhile,
+    the user told), its result sent once."""
+    monkeypatch.setattr(backend_health, "INTERVAL_S", 0.5)
+    async with FakeComfyUI() as backend:
+        published = await anyone_service_factory(backend.url)
+        courier = await start_courier(COURIER_BACKENDS=f"http://{published.onion_address}", COURIER_PRIVATE_MODE="1",
+                                      key_from=published.dir.parent)
+        backend.pause()  # the prompt waits in the backend's queue: the job is mid-way
+        request = botapi_bot.inject_text(USER, "/demo through a dying circuit")
+        await until(lambda: asyncio.sleep(0, backend.prompts), RESULT_S, "the prompt at the backend")
+        anon = courier.anyone.process
+        os.kill(anon.pid, signal.SIGKILL)
+        backend.resume()  # the first prompt runs to its end, unheard: its websocket went with anon
+        try:
+            await botapi_bot.wait_for_call("sendDocument", where=replies_to(request["message_id"]),
+                                           timeout=2 * RESULT_S)
+        except TimeoutError:
+            raise AssertionError(f"no result; the bot said {[(c.method, c.params.get('text')) for c in botapi_bot.outbox]}"
+                                 f"; {describe(courier)}") from None
+        async with courier.store.pool.acquire() as conn:
+            job = await until(lambda: conn.fetchrow("SELECT status, attempts FROM courier_jobs WHERE status <> 'running'"),
+                              30, "the job recorded")
+        assert anon.restarts >= 1
+    # the fault hit the job: its websocket dropped, or its POST /prompt (then it ran again)
+    assert "dropped while 1 prompt(s) ran" in caplog.text or "(attempt 1 of 3) lost" in caplog.text
+    assert job["status"] == "succeeded"
+    assert len([c for c in botapi_bot.outbox if c.method == "sendDocument"]) == 1
+    said = [c.params.get("text") for c in botapi_bot.outbox if c.method in ("sendMessage", "editMessageText")]
+    assert job["attempts"] == 1 or i18n.text("en", "backend_retrying") in said, said
+    assert not any("failed" in (text or "") for text in said), said
 
 
 async def test_comfyui_with_the_pack_is_a_hidden_service_the_bot_runs_demo_on(

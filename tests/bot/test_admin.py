@@ -122,6 +122,27 @@ async def test_bench_runs_a_session_and_replies_with_report_and_chart(courier, b
     assert first["1"]["inputs"]["chat_id"] == str(ADMIN)
 
 
+@pytest.mark.parametrize("lost", ["sendMessage", "sendDocument"])  # the report, the chart
+async def test_a_bench_whose_answer_is_lost_is_done_unconfirmed_never_failed_nor_sent_twice(courier, botapi_bot,
+                                                                                            fake, lost):
+    install(fake, StandIn())
+    fake.pause()
+    botapi_bot.inject_text(ADMIN, "/bench demo 1")
+    await botapi_bot.emulator.wait_for(lambda: any(  # the status is out (an edit of the Queued reply, or posted before it)
+        c.method in ("sendMessage", "editMessageText") and c.params["text"].startswith("Rendering /bench")
+        for c in botapi_bot.outbox), timeout=DONE_TIMEOUT_S)  # so the next sendMessage is the report
+    botapi_bot.hang(lost, perform=True)  # Telegram takes it; the answer never comes
+    fake.resume()
+    done = await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"].startswith("Done"),
+                                          timeout=DONE_TIMEOUT_S)
+    assert "Telegram did not confirm" in done.params["text"]
+    [job] = await job_rows(courier)
+    assert job["status"] == "succeeded"
+    assert not any("failed" in text for text in texts(botapi_bot))
+    reports = [c for c in botapi_bot.calls if c.method == "sendMessage" and "Benchmark: demo" in c.params["text"]]
+    assert len(reports) == 1 and len([c for c in botapi_bot.calls if c.method == "sendDocument"]) == 1
+
+
 async def test_bench_of_an_edit_command_uses_the_fixed_picture(courier, botapi_bot, fake):
     install(fake, StandIn())
     botapi_bot.inject_text(ADMIN, "/bench demoedit 1")

@@ -51,6 +51,11 @@ async def handled_before(botapi, caplog, update_id: int) -> None:
                           timeout=30)
 
 
+async def polled_and_confirmed(botapi, botapi_bot, update: dict) -> None:
+    """The bot fetched ``update`` and confirmed it: it was kept in the polling inbox as handled."""
+    await botapi.wait_for(lambda: update not in botapi_bot.updates, timeout=30)
+
+
 async def test_an_update_polled_again_after_a_restart_queues_nothing_twice(botapi, botapi_bot, pg_database,
                                                                          tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="courier.submit")
@@ -64,7 +69,7 @@ async def test_an_update_polled_again_after_a_restart_queues_nothing_twice(botap
     # The first process died before its next getUpdates confirmed the update: Telegram has it still.
     botapi_bot.updates.append(update)
     async with started(Courier(config, Path(tmp_path), None)) as second:
-        await handled_before(botapi, caplog, update["update_id"])
+        await polled_and_confirmed(botapi, botapi_bot, update)
         jobs, inbox = await jobs_and_inbox(second)
     assert [row["prompt"] for row in jobs] == ["once"] and len(inbox) == 1
     assert len(replies_to(botapi_bot, request)) == 1
@@ -83,7 +88,7 @@ async def test_an_update_asking_for_several_jobs_is_recorded_per_job_and_queues_
             (update["update_id"], job["id"]) for job in sorted(jobs, key=lambda job: job["id"])]
     botapi_bot.updates.append(update)
     async with started(Courier(config, Path(tmp_path), None)) as second:
-        await handled_before(botapi, caplog, update["update_id"])
+        await polled_and_confirmed(botapi, botapi_bot, update)
         jobs, inbox = await jobs_and_inbox(second)
     assert [row["prompt"] for row in jobs] == ["thrice"] * 3 and len(inbox) == 3
     assert len(replies_to(botapi_bot, request)) == 3

@@ -49,4 +49,7 @@ async def test_comfyui_killed_mid_job_and_restarted_runs_it_again_delivered_once
         assert (job["status"], job["attempts"]) == ("succeeded", 2)
         assert len([c for c in botapi_bot.outbox if c.method == "sendDocument" and replies_to(request)(c)]) == 1
         said = [c.params.get("text") for c in botapi_bot.outbox if c.method == "editMessageText"]
-        assert i18n.text("en", "backend_retrying") in said
+        told = said.index(i18n.text("en", "backend_retrying"))
+        # once the job runs again it says which attempt this is; the first run's text never comes back
+        assert said[told + 1] == i18n.text("en", "running_again", name="slow", attempt=2, attempts=3), said
+        assert i18n.text("en", "running", name="slow") not in said[told:], said

@@ -50,6 +50,19 @@ async def test_run_queues_a_benchmark_job_and_tells_the_admin(running, botapi, b
                                    timeout=30)
 
 
+async def test_a_lost_answer_to_the_queued_reply_leaves_the_job_queued(running, botapi, botapi_bot):
+    courier, api = running
+    botapi.add_user(ADMIN)
+    botapi_bot.inject_text(ADMIN, "/start")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"].startswith("Hi "))
+    botapi_bot.hang("sendMessage", perform=True)  # the "queued" reply reaches the chat; its answer does not come
+    status, reply, _ = await api.send("POST", "/courier/benchmarks/run", json={"command": "demo", "chat_id": ADMIN})
+    assert status == 202, reply
+    job = await jobs.get_job(courier.store.pool, reply["job_id"])
+    # not cancelled as if the chat had refused the reply (the fake has no Benchmark node: it may fail on it)
+    assert job.status != "cancelled" and "status reply" not in (job.error or ""), job
+
+
 @pytest.mark.parametrize("body, status, code", [
     ({"command": "demo", "chat_id": 5}, 403, "not_admin"),
     ({"command": "nosuch", "chat_id": ADMIN}, 404, "unknown_command"),

@@ -1,0 +1,117 @@
+"""Long polling that loses no command: our getUpdates loop in place of python-telegram-bot's Updater.
+
+The Updater confirms an update (by the next getUpdates' offset) as soon as it fetched it, so a
+bot killed before the update's job was committed lost the command. Here each batch is committed
+to the inbox (``store.polled_updates``) before the next getUpdates confirms it, and an update
+leaves the inbox only once its handlers ran. What a crash or a database outage left there is
+handled from the inbox (the job submission knows an update it queued already, so nothing is
+queued twice). While PostgreSQL is down nothing is confirmed: Telegram keeps the updates, and
+their senders are told once that their command waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from telegram import Update
+from telegram.error import TelegramError
+
+from ..logs import get_logger
+from ..store import StoreError, polled_updates
+from ..store.errors import is_outage
+from .outage import tell_waiting
+
+log = get_logger("bot")
+
+POLL_TIMEOUT_S = 10
+"""Long-poll wait; an update answers a waiting getUpdates at once."""
+REPLAY_POLL_TIMEOUT_S = 1
+"""The wait while updates in the inbox are still to be handled again (the database was down)."""
+BACKOFF_S = (0.5, 1, 2, 5)
+
+
+class Poller:
+    """Fetches updates for ``application`` and hands each to ``process`` (False: handle it again later)."""
+
+    def __init__(self, application, pool, allowed_updates: list[str], process: Callable[[Update], Awaitable[bool]]):
+        self.application = application
+        self.pool = pool
+        self.allowed_updates = allowed_updates
+        self.process = process
+        self._handling: set[int] = set()
+        self._replay_due = True  # at start: what the last process left in the inbox
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="courier-polling")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        await self.application.bot.delete_webhook()
+        with contextlib.suppress(StoreError):
+            await polled_updates.forget_old(self.pool)
+        offset, failures = None, 0
+        while True:
+            try:
+                offset = await self._poll(offset)
+                failures = 0
+            except (TelegramError, StoreError) as exc:
+                log.warning("polling: %s: %s", type(exc).__name__, exc)
+                await asyncio.sleep(BACKOFF_S[min(failures, len(BACKOFF_S) - 1)])
+                failures += 1
+
+    async def _poll(self, offset: int | None) -> int | None:
+        """One getUpdates; its updates are committed before the next one confirms them. The next offset."""
+        bot = self.application.bot
+        if self._replay_due:
+            await self._replay()
+        updates = await bot.get_updates(offset=offset, allowed_updates=self.allowed_updates,
+                                        timeout=REPLAY_POLL_TIMEOUT_S if self._replay_due else POLL_TIMEOUT_S)
+        if not updates:
+            return offset
+        try:
+            fresh = await polled_updates.keep(self.pool, bot.id, [update.to_dict() for update in updates])
+        except StoreError as exc:
+            if is_outage(exc):  # not confirmed: Telegram keeps them until the database is back
+                for update in updates:
+                    await tell_waiting(bot, self.application.bot_data, update)
+            raise
+        for update in updates:
+            if update.update_id in fresh:
+                self._handle(update)
+        return updates[-1].update_id + 1
+
+    async def _replay(self) -> None:
+        """Handle the kept updates whose handlers did not finish (a crash, a database outage)."""
+        bot = self.application.bot
+        try:
+            kept = await polled_updates.unhandled(self.pool, bot.id)
+        except StoreError:
+            return  # still down: polling goes on, and tells who writes meanwhile
+        self._replay_due = False
+        for payload in kept:
+            if payload["update_id"] not in self._handling:
+                log.info("handling update %s from the inbox", payload["update_id"])
+                self._handle(Update.de_json(payload, bot))
+
+    def _handle(self, update: Update) -> None:
+        self._handling.add(update.update_id)
+        self.application.create_task(self._handled(update), name=f"courier-update-{update.update_id}")
+
+    async def _handled(self, update: Update) -> None:
+        try:
+            if await self.process(update):
+                await polled_updates.handled(self.pool, self.application.bot.id, update.update_id)
+            else:
+                self._replay_due = True
+        except StoreError:
+            self._replay_due = True
+        finally:
+            self._handling.discard(update.update_id)
