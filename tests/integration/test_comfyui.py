@@ -151,7 +151,7 @@ def test_pack_starts_and_stops_on_ctrl_c_cleanly(comfyui_factory):
     server = comfyui_factory(env={"PYTHONWARNINGS": "default"})  # show our DeprecationWarnings
     postmaster = database_up(server)
     code = server.signal_and_wait(signal.SIGINT, group=True)  # what a terminal's Ctrl-C does
-    assert code is not None, "ComfyUI did not exit on Ctrl-C"
+    assert code is not None, f"ComfyUI did not exit on Ctrl-C\n{server.log_tail(60)}"
     assert server.wait_for_no_leftovers(also=(postmaster,)) == [], "the pack left processes running after Ctrl-C"
     log = server.log_text()
     assert f"custom_nodes/{server.pack_folder_name}" in log, "ComfyUI did not try to load the pack"
