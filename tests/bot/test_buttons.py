@@ -82,6 +82,12 @@ async def double_press(bot, message_id: int, data: str) -> list[str]:
     return sorted([(await answer_to(bot, first)).get("text", ""), (await answer_to(bot, second)).get("text", "")])
 
 
+async def queues_once_for_its_user_only(bot, message_id: int, data: str) -> None:
+    """A stranger's press is refused; two presses of the job's user at once queue one job."""
+    await refused_to_stranger(bot, message_id, data)
+    assert await double_press(bot, message_id, data) == sorted([en("button_queued"), en("button_pressed")])
+
+
 def png_size(data: bytes) -> tuple[int, int]:
     image = Image.open(io.BytesIO(data))
     assert image.format == "PNG"
@@ -116,9 +122,7 @@ async def test_info_shows_the_command_line_that_makes_the_result_again(courier, 
 async def test_new_seed_queues_the_same_command_once_with_another_seed(courier, botapi_bot):
     botapi_bot.inject_text(USER, "/demo --size 96x64 a lighthouse")
     message_id, data = await result_buttons(botapi_bot)
-    await refused_to_stranger(botapi_bot, message_id, data["button_seed"])
-    assert sorted(await double_press(botapi_bot, message_id, data["button_seed"])) == sorted(
-        [en("button_queued"), en("button_pressed")])
+    await queues_once_for_its_user_only(botapi_bot, message_id, data["button_seed"])
     await result_buttons(botapi_bot, 1)  # the new result has buttons of its own
     await done(botapi_bot, 2)
     first, again = [row["params"] for row in await fetch(courier, "SELECT params FROM courier_jobs ORDER BY id")]
@@ -133,9 +137,7 @@ async def test_new_seed_queues_the_same_command_once_with_another_seed(courier, 
 async def test_upscale_doubles_the_result_without_an_upscale_model(courier, botapi_bot):
     botapi_bot.inject_text(USER, "/demo --size 96x64 a lighthouse")
     message_id, data = await result_buttons(botapi_bot)
-    await refused_to_stranger(botapi_bot, message_id, data["button_upscale"])
-    assert sorted(await double_press(botapi_bot, message_id, data["button_upscale"])) == sorted(
-        [en("button_queued"), en("button_pressed")])
+    await queues_once_for_its_user_only(botapi_bot, message_id, data["button_upscale"])
     await done(botapi_bot, 2)
     small, big = (botapi_bot.file_bytes(d["file_id"]) for d in documents(botapi_bot))
     assert png_size(small) == (96, 64) and png_size(big) == (192, 128)
@@ -256,9 +258,7 @@ async def test_history_lists_the_last_results_with_a_button_to_run_each_again(co
         "1. <code>/demo --seed 6 --size 64x64 second</code>", "2. <code>/demo --seed 5 first</code>"]
     message_id, again = listing.result["message_id"], row[1]["callback_data"]
 
-    await refused_to_stranger(botapi_bot, message_id, again)
-    assert sorted(await double_press(botapi_bot, message_id, again)) == sorted(
-        [en("button_queued"), en("button_pressed")])
+    await queues_once_for_its_user_only(botapi_bot, message_id, again)
     await done(botapi_bot, 3)
     rows = await fetch(courier, "SELECT params FROM courier_jobs ORDER BY id")
     assert len(rows) == 3
