@@ -12,10 +12,13 @@ when its NOTIFY (sent at commit) reaches a listener of ours.
 - ``injected_to_commit_p99_ms``: command injected → job row committed, p99: with the whole
   burst injected at once this is the time to drain the burst, waiting in getUpdates included
 - ``lost_jobs``: commands without a job row
-- where the time goes, per command over the ingest window: ``ingest_python_cpu_ms`` (this
-  process: bot, emulator, load generator), ``ingest_postgres_cpu_ms`` (the embedded server's
-  processes) and ``ingest_cpu_wait_ms`` (this process runnable but waiting for a CPU: the
-  machine's other load), from /proc
+- where the time goes, per command over the ingest window: ``ingest_bot_cpu_ms`` (the bot's
+  process), ``ingest_cpu_wait_ms`` (the bot runnable but waiting for a CPU: the machine's other
+  load), ``ingest_postgres_cpu_ms`` (the embedded server's processes) and
+  ``ingest_emulator_cpu_ms`` (this process: the Bot API emulator and the load generator), from /proc
+
+The bot runs in a process of its own (``_bot_process.py``), as in production, where the Bot API
+is Telegram's: the emulator's and the load generator's work is not the bot's.
 
 Each part of the load run is one function returning its figures (``ingest`` here; the backlog,
 fairness and scale-out runs join it the same way).
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -48,32 +52,41 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 class CpuMeter:
-    """CPU seconds since ``start()``: this process's, its wait for a CPU, and PostgreSQL's (Linux)."""
+    """CPU seconds since it was made (Linux /proc): the bot process's, its wait for a CPU,
+    PostgreSQL's, and this process's (the emulator and the load generator)."""
 
-    def __init__(self, postgres_pid: int):
+    def __init__(self, bot_pid: int, postgres_pid: int):
+        self.bot_pid = bot_pid
         self.postgres_pid = postgres_pid
         self.start = self.read()
 
-    def read(self) -> tuple[float, float, float]:
-        with open("/proc/self/schedstat") as stat:
+    def read(self) -> tuple[float, float, float, float]:
+        with open(f"/proc/{self.bot_pid}/schedstat") as stat:
             waited = int(stat.read().split()[1]) / 1e9
-        return time.process_time(), waited, self._postgres()
+        bot = sum(self._ticks(self.bot_pid)[:2]) / os.sysconf("SC_CLK_TCK")
+        return bot, waited, self._postgres(), time.process_time()
 
     def since_start(self) -> dict[str, float]:
         now = self.read()
-        return dict(zip(("python", "wait", "postgres"), (b - a for a, b in zip(self.start, now))))
+        return dict(zip(("bot", "wait", "postgres", "emulator"), (b - a for a, b in zip(self.start, now))))
+
+    @staticmethod
+    def _ticks(pid: int | str) -> tuple[int, int, int]:
+        """(utime, stime, parent pid) of ``pid``."""
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return int(fields[11]), int(fields[12]), int(fields[1])
 
     def _postgres(self) -> float:
         """The postmaster's and its children's CPU seconds (children that exited are not counted)."""
         ticks = 0
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
-                with open(f"/proc/{pid}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
+                user, system, parent = self._ticks(pid)
             except OSError:
                 continue
-            if int(pid) == self.postgres_pid or int(fields[1]) == self.postgres_pid:
-                ticks += int(fields[11]) + int(fields[12])
+            if int(pid) == self.postgres_pid or parent == self.postgres_pid:
+                ticks += user + system
         return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -93,15 +106,13 @@ async def ingest(chats: int, commands: int, deadline: Deadline) -> list[tuple[st
             ("lost_jobs", result["lost"], "jobs"),
             ("load_commands", commands, "commands"),
             *((f"ingest_{name}_ms", seconds * 1000 / commands, "ms/command")
-              for name, seconds in (("python_cpu", cpu["python"]), ("postgres_cpu", cpu["postgres"]),
-                                    ("cpu_wait", cpu["wait"])))]
+              for name, seconds in (("bot_cpu", cpu["bot"]), ("cpu_wait", cpu["wait"]),
+                                    ("postgres_cpu", cpu["postgres"]), ("emulator_cpu", cpu["emulator"])))]
 
 
 async def _burst(chats: int, commands: int, deadline: Deadline) -> dict:
     load_pack()
-    from comfyui_courier.config import load_settings
     from comfyui_courier.emulator.botapi import BotApiEmulator
-    from comfyui_courier.runtime import Courier
     from comfyui_courier.store.jobs import CHANNEL
     from comfyui_courier.store.pool import connect
 
@@ -109,43 +120,43 @@ async def _burst(chats: int, commands: int, deadline: Deadline) -> dict:
     data_dir = Path(tempfile.mkdtemp(prefix="courier-load-"))
     async with BotApiEmulator() as emulator:
         bot = emulator.add_bot()
-        settings = load_settings(None, {"TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
-                                        "COURIER_MAX_JOBS_PER_USER": str(per_chat)})
-        courier = Courier(settings, data_dir, None)  # no backend: the dispatcher runs nothing
-        await courier.start()
-        await courier.booted()
-        if courier.health.state("bot") != "ok":
-            sys.exit(f"Courier did not start: {courier.health_report()}")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(__file__).with_name("_bot_process.py")), bot.token, emulator.url,
+            str(per_chat), str(data_dir), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         committed: dict[int, float] = {}
         try:
-            listener = await connect(courier.store.embedded.dsn)  # a pooled one would take the bot's
+            started = json.loads(await asyncio.wait_for(process.stdout.readline(), 120) or "{}")
+            if "dsn" not in started:
+                sys.exit(f"Courier did not start: {started.get('error', 'it exited')}")
+            listener = await connect(started["dsn"])
             try:
                 await listener.add_listener(
                     CHANNEL, lambda _c, _p, _ch, payload: committed.setdefault(int(payload), time.perf_counter()))
                 injected: list[float] = []
                 received = watch_deliveries(emulator, bot)
-                meter = CpuMeter(courier.store.embedded.pid)
+                meter = CpuMeter(process.pid, started["postgres_pid"])
                 for index in range(commands):
                     injected.append(time.perf_counter())
                     bot.inject_text(1_000_000 + index % chats, f"/demo load {index}")
                     if index % 100 == 99:
                         await asyncio.sleep(0)  # let the bot poll meanwhile, as a real burst would
                 with_time = max(5.0, deadline.remaining() - commands / DRAIN_RATE - 30)
-                await emulator.wait_for(lambda: len(committed) >= commands, timeout=with_time)
+                try:
+                    await emulator.wait_for(lambda: len(committed) >= commands, timeout=with_time)
+                except TimeoutError:
+                    note(f"only {len(committed)} of {commands} jobs committed in time")
                 cpu = meter.since_start()
-                await asyncio.sleep(0.5)  # NOTIFYs already on the wire
+                rows = await listener.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
             finally:
                 await listener.close()
-            async with courier.store.pool.acquire() as conn:
-                rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
-        except TimeoutError:
-            note(f"only {len(committed)} of {commands} jobs committed in time")
-            cpu = meter.since_start()
-            async with courier.store.pool.acquire() as conn:
-                rows = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
         finally:
             note("ingest measured; stopping (after the replies drain at Telegram's pace)")
-            await courier.stop()
+            process.stdin.close()
+            try:
+                await asyncio.wait_for(process.wait(), max(10.0, deadline.remaining()))
+            except asyncio.TimeoutError:
+                process.kill()
+                await process.wait()
             load_runner().remove_tree(data_dir)
     indexed = [(int(row["prompt"].split()[-1]), committed[row["id"]]) for row in rows if row["id"] in committed]
     first, last = injected[0], max(committed.values(), default=injected[0])

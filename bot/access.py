@@ -14,7 +14,7 @@ from telegram import Update
 
 from ..jobs.submit import Quota
 from ..store import access, jobs
-from .context import CourierContext
+from .context import CHOSEN_LANGUAGE, CourierContext
 from .parsing import clean_text
 
 
@@ -32,12 +32,17 @@ def allowed_names(context: CourierContext) -> list[str]:
 
 
 async def refusal(update: Update, context: CourierContext) -> str | None:
-    """Why the user behind ``update`` may not come in, in their language; None if they may."""
+    """Why the user behind ``update`` may not come in, in their language; None if they may.
+
+    On the way, the language they chose (``/lang``) is read for ``context.language``: it holds
+    across restarts and for every handler, the error handler included.
+    """
     user = update.effective_user
-    if is_admin(update, context):
-        return None
     admission = await access.admit(context.pool, user.id, (clean_text(user.username) or "").lower() or None,
                                    allowed_ids(context), allowed_names(context))
+    context.user_data[CHOSEN_LANGUAGE] = admission.language
+    if is_admin(update, context):
+        return None
     if admission.banned:
         return context.t(update, "banned")
     if not admission.allowed:

@@ -144,11 +144,15 @@ async def cancel_edit(update: Update, context: CourierContext) -> bool:
 
 
 async def keep_edit(update: Update, context: CourierContext, token: str) -> None:
-    """The edit prompt's cancel button."""
+    """The edit prompt's cancel button: for the user whose edit waits only."""
     query = update.callback_query
-    pending = await access.take_pending_action(context.pool, token, user_id=update.effective_user.id, action="edit")
+    presser = update.effective_user.id
+    pending = await access.take_pending_action(context.pool, token, user_id=presser, action="edit")
     if pending is None:
-        await query.answer(context.t(update, "edit_stale"))
+        if await access.pending_action_user(context.pool, token) not in (None, presser):
+            await query.answer(context.t(update, "button_not_yours"), show_alert=True)
+        else:
+            await query.answer(context.t(update, "edit_stale"))
         return
     await query.answer()
     await query.edit_message_text(context.t(update, "edit_cancelled"))

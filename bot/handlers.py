@@ -223,11 +223,10 @@ COMMAND = MESSAGES_ONLY & (filters.COMMAND | filters.CaptionRegex(r"^/"))
 
 
 def build_handlers() -> list[tuple[BaseHandler, int]]:
-    """(handler, group) pairs: the gatekeeper first, the user's language, then commands, then the hint
-    for everything else."""
+    """(handler, group) pairs: the gatekeeper first (it also reads the user's language), then
+    commands, then the hint for everything else."""
     return [
         (TypeHandler(Update, gatekeeper), -2),
-        (TypeHandler(Update, languages.load_language), -1),
         (CommandHandler("start", start, MESSAGES_ONLY), 0),
         (CommandHandler("help", help_command, MESSAGES_ONLY), 0),
         (CommandHandler("status", status, MESSAGES_ONLY), 0),

@@ -1,8 +1,8 @@
 """The user's language: ``/lang`` (an inline choice, or ``/lang de`` at once), stored in PostgreSQL.
 
-The choice is read for every update (``load_language``, right after the gatekeeper), so it holds
-across restarts and for every handler, the error handler included; jobs carry the language
-they were queued in. Without a choice, Telegram's ``language_code`` decides (``i18n``).
+The choice is read for every update, by the gatekeeper (``access.refusal``), so it holds across
+restarts and for every handler, the error handler included; jobs carry the language they were
+queued in. Without a choice, Telegram's ``language_code`` decides (``i18n``).
 """
 
 from __future__ import annotations
@@ -18,11 +18,6 @@ BUTTON_PREFIX = "lang:"
 BUTTONS_PER_ROW = 3
 MAX_CODE_CHARS = 16  # of an unknown code, echoed back
 CODES = ", ".join(i18n.LANGUAGES)
-
-
-async def load_language(update: Update, context: CourierContext) -> None:
-    """Before the handlers: the user's stored choice, for ``context.language``."""
-    context.user_data[CHOSEN_LANGUAGE] = await users.chosen_language(context.pool, update.effective_user.id)
 
 
 def language_keyboard() -> InlineKeyboardMarkup:

@@ -30,6 +30,10 @@ POLL_TIMEOUT_S = 10
 REPLAY_POLL_TIMEOUT_S = 1
 """The wait while updates in the inbox are still to be handled again (the database was down)."""
 BACKOFF_S = (0.5, 1, 2, 5)
+BATCH = 50
+"""Updates asked for per getUpdates; the next one is asked for once fewer than this are still being
+handled. Under a flood the rest wait at Telegram, not in the bot: the time from the bot receiving
+a command to its job being committed stays short, and so does the bot's memory."""
 
 
 class Poller:
@@ -41,6 +45,10 @@ class Poller:
         self.allowed_updates = allowed_updates
         self.process = process
         self._handling: set[int] = set()
+        self._room = asyncio.Event()  # set while fewer than BATCH updates are being handled
+        self._room.set()
+        self._unmarked: set[int] = set()  # handled, not yet marked so in the inbox
+        self._marking = asyncio.Lock()
         self._replay_due = True  # at start: what the last process left in the inbox
         self._task: asyncio.Task | None = None
 
@@ -72,7 +80,10 @@ class Poller:
         bot = self.application.bot
         if self._replay_due:
             await self._replay()
-        updates = await bot.get_updates(offset=offset, allowed_updates=self.allowed_updates,
+        if not self._room.is_set():
+            log.debug("polling: %d updates in hand, the next getUpdates waits for room", len(self._handling))
+            await self._room.wait()
+        updates = await bot.get_updates(offset=offset, limit=BATCH, allowed_updates=self.allowed_updates,
                                         timeout=REPLAY_POLL_TIMEOUT_S if self._replay_due else POLL_TIMEOUT_S)
         if not updates:
             return offset
@@ -103,15 +114,33 @@ class Poller:
 
     def _handle(self, update: Update) -> None:
         self._handling.add(update.update_id)
+        if len(self._handling) >= BATCH:
+            self._room.clear()
         self.application.create_task(self._handled(update), name=f"courier-update-{update.update_id}")
 
     async def _handled(self, update: Update) -> None:
         try:
             if await self.process(update):
-                await polled_updates.handled(self.pool, self.application.bot.id, update.update_id)
+                await self._mark_handled(update.update_id)
             else:
                 self._replay_due = True
         except StoreError:
             self._replay_due = True
         finally:
             self._handling.discard(update.update_id)
+            if len(self._handling) < BATCH:
+                self._room.set()
+
+    async def _mark_handled(self, update_id: int) -> None:
+        """Mark ``update_id`` handled in the inbox, with all that were handled meanwhile: one UPDATE
+        for a burst of them, not one each. Returns once it is marked (by this call or another)."""
+        self._unmarked.add(update_id)
+        async with self._marking:
+            if update_id not in self._unmarked:  # marked along with an earlier one's
+                return
+            marking, self._unmarked = self._unmarked, set()
+            try:
+                await polled_updates.handled(self.pool, self.application.bot.id, sorted(marking))
+            except BaseException:
+                self._unmarked |= marking  # their own calls try again
+                raise

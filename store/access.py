@@ -12,6 +12,7 @@ from .db import Db, acquire, query
 class Admission(NamedTuple):
     banned: bool
     allowed: bool  # by the allowlist (always, when it is empty)
+    language: str | None  # chosen with /lang; None: none chosen
 
 
 async def admit(db: Db, user_id: int, username: str | None, allowed_ids: list[int],
@@ -19,11 +20,12 @@ async def admit(db: Db, user_id: int, username: str | None, allowed_ids: list[in
     """Whether the user may come in; binds an allowed ``@username`` to the first id that brings it.
 
     ``username`` and ``allowed_names`` are lower case, without ``@``. Also records the user's
-    current username, for ``/ban @username``.
+    current username, for ``/ban @username``, and reads the language they chose: everything an
+    update needs to know about its sender before the handlers, in one query.
     """
     async with acquire(db) as conn:
         row = await conn.fetchrow(query("admit_user"), user_id, username, allowed_ids, allowed_names)
-    return Admission(row["banned"], row["allowed"])
+    return Admission(row["banned"], row["allowed"], row["language"])
 
 
 async def user_by_username(db: Db, username: str) -> int | None:
@@ -75,6 +77,12 @@ async def put_pending_action(db: Db, token: str, *, user_id: int, chat_id: int, 
     """Remember what a button will do, for whom, for ``valid_s`` seconds (it outlives a restart)."""
     async with acquire(db) as conn:
         await conn.execute(query("put_pending_action"), token, user_id, chat_id, action, payload, float(valid_s))
+
+
+async def pending_action_user(db: Db, token: str) -> int | None:
+    """The user a pending action that is still valid was made for; None if there is none."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("pending_action_user"), token)
 
 
 async def take_pending_action(db: Db, token: str, *, user_id: int, action: str) -> PendingAction | None:

@@ -22,9 +22,9 @@ async def unhandled(db: Db, bot_id: int) -> list[dict[str, Any]]:
         return [json.loads(row["payload"]) for row in await conn.fetch(query("unhandled_polled_updates"), bot_id)]
 
 
-async def handled(db: Db, bot_id: int, update_id: int) -> None:
+async def handled(db: Db, bot_id: int, update_ids: list[int]) -> None:
     async with acquire(db) as conn:
-        await conn.execute(query("polled_update_handled"), bot_id, update_id)
+        await conn.execute(query("polled_updates_handled"), bot_id, update_ids)
 
 
 async def forget_old(db: Db) -> None:

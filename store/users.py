@@ -46,9 +46,3 @@ async def set_language(db: Db, user_id: int, language: str | None) -> None:
     """Store the user's chosen language (None: follow their Telegram language again)."""
     async with acquire(db) as conn:
         await conn.execute(query("set_language"), user_id, language)
-
-
-async def chosen_language(db: Db, user_id: int) -> str | None:
-    """The language the user chose with /lang; None if they never did (or are unknown)."""
-    async with acquire(db) as conn:
-        return await conn.fetchval(query("chosen_language"), user_id)

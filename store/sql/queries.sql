@@ -45,9 +45,6 @@ UPDATE courier_users SET is_admin = $2 WHERE user_id = $1 RETURNING *;
 INSERT INTO courier_users (user_id, language) VALUES ($1, $2)
 ON CONFLICT (user_id) DO UPDATE SET language = EXCLUDED.language;
 
--- chosen_language --
-SELECT language FROM courier_users WHERE user_id = $1;
-
 -- get_user_options --
 SELECT options FROM courier_user_options WHERE user_id = $1;
 
@@ -377,6 +374,7 @@ WITH bound AS (
     WHERE $2::text IS NOT NULL AND lower(username) = $2 AND user_id <> $1 AND EXISTS (SELECT 1 FROM named)
 )
 SELECT coalesce((SELECT banned FROM courier_users WHERE user_id = $1), false) AS banned,
+       (SELECT language FROM courier_users WHERE user_id = $1) AS language,
        (cardinality($3::bigint[]) = 0 AND cardinality($4::text[]) = 0
         OR $1 = ANY($3::bigint[])
         OR EXISTS (SELECT 1 FROM bound)
@@ -443,6 +441,9 @@ ORDER BY command;
 -- put_pending_action --
 INSERT INTO courier_pending_actions (token, user_id, chat_id, action, payload, expires_at)
 VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6));
+
+-- pending_action_user --
+SELECT user_id FROM courier_pending_actions WHERE token = $1 AND expires_at > now();
 
 -- take_pending_action --
 -- The pending action behind a button, once, and only for the user it was made for, while valid.
@@ -519,8 +520,8 @@ RETURNING update_id;
 SELECT update_id, payload FROM courier_polled_updates
 WHERE bot_id = $1 AND handled_at IS NULL ORDER BY update_id;
 
--- polled_update_handled --
-UPDATE courier_polled_updates SET handled_at = now() WHERE bot_id = $1 AND update_id = $2;
+-- polled_updates_handled --
+UPDATE courier_polled_updates SET handled_at = now() WHERE bot_id = $1 AND update_id = ANY($2::bigint[]);
 
 -- forget_old_polled_updates --
 DELETE FROM courier_polled_updates WHERE handled_at < now() - interval '1 day';

@@ -201,6 +201,7 @@ async def test_an_edit_can_be_cancelled_and_expires(courier, botapi_bot):
     ask = await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"] == en("edit_ask", minutes=10)
                                          and c.result["message_id"] != ask.result["message_id"])
     [[cancel]] = ask.params["reply_markup"]["inline_keyboard"]
+    await refused_to_stranger(botapi_bot, ask.result["message_id"], cancel["callback_data"])  # it still waits:
     assert "text" not in await answer_to(botapi_bot, press(botapi_bot, ask.result["message_id"], cancel["callback_data"]))
     await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"] == en("edit_cancelled"))
 

@@ -6,12 +6,15 @@ import contextlib
 import logging
 from pathlib import Path
 
+import asyncpg
 import pytest
 from aiohttp import ClientSession
 
+from comfyui_courier.bot.polling import BATCH
 from comfyui_courier.config import load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.server_routes.helpers import serve_routes
+from comfyui_courier.tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -120,3 +123,39 @@ async def test_a_webhook_retry_queues_nothing_twice_and_the_first_answer_came_af
         await runner.cleanup()
     assert [row["prompt"] for row in jobs] == ["once"] and len(inbox) == 1
     assert len(replies_to(botapi_bot, request)) == 1
+
+
+async def test_a_flood_waits_at_telegram_and_every_update_is_marked_handled(botapi, botapi_bot, pg_database,
+                                                                            tmp_path, caplog):
+    """While a getUpdates batch is still being handled the bot asks for no more (the rest wait at
+    Telegram, not in the bot's memory); each handled update is marked so in the inbox (in one
+    UPDATE per burst), so a restart handles none of them again."""
+    caplog.set_level(logging.DEBUG, logger="courier.bot")
+    flood = 2 * BATCH + 20
+    config = settings(botapi, botapi_bot, pg_database, COURIER_MAX_JOBS_PER_USER=str(flood))
+    blocker = await asyncpg.connect(pg_database)
+    try:
+        async with started(Courier(config, Path(tmp_path), None)) as courier:
+            lock = blocker.transaction()
+            await lock.start()
+            await blocker.execute("LOCK TABLE courier_updates IN EXCLUSIVE MODE")  # every job's commit waits
+            try:
+                for index in range(flood):
+                    botapi_bot.inject_text(USER, f"/demo flood {index}")
+                async def waits_for_room():
+                    return "the next getUpdates waits for room" in caplog.text
+
+                await until(waits_for_room, 30, "wait for room in the bot's log")
+                delivered = [len(call.result) for call in botapi_bot.calls
+                             if call.method == "getUpdates" and call.ok and call.result]
+                assert delivered == [BATCH], delivered
+                assert all(call.params.get("limit") == BATCH for call in botapi_bot.calls
+                           if call.method == "getUpdates")
+            finally:
+                await lock.rollback()
+            await until(lambda: blocker.fetchval("SELECT count(*) = $1 FROM courier_jobs", flood), 60,
+                        "every command's job")
+        assert await blocker.fetchval("SELECT count(*) FROM courier_polled_updates WHERE handled_at IS NULL") == 0
+        assert await blocker.fetchval("SELECT count(*) FROM courier_polled_updates") == flood
+    finally:
+        await blocker.close()
