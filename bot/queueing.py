@@ -18,7 +18,6 @@ from .. import imaging
 from ..jobs.options import OptionError, command_options, plan
 from ..jobs.workflow import requires_image
 from ..store import commands, sessions
-from ..store.user_options import get_user_options
 from . import access
 from .context import CourierContext
 from .options import choose, format_options, option_message, split_options
@@ -74,7 +73,7 @@ async def queue_command(update: Update, context: CourierContext, name: str, text
     (if not, the chat was told why). ``image``: the file id of the input picture, where the command
     takes one; else the picture the message carries or replies to, else the user's last result there."""
     message, user = update.effective_message, update.effective_user
-    command = await commands.get_command(context.pool, name)
+    command, defaults = await commands.get_command_for_user(context.pool, name, user.id)
     if command is None or not command.enabled:
         await message.reply_text(context.t(update, "unknown_command", name=name))
         return False
@@ -83,7 +82,7 @@ async def queue_command(update: Update, context: CourierContext, name: str, text
     spec = command_options(command.workflow)
     prompt, typed = split_options(text)
     try:
-        chosen, used = choose(typed, split_options(await get_user_options(context.pool, user.id))[1], spec)
+        chosen, used = choose(typed, split_options(defaults)[1], spec)
         runs = plan(chosen, spec, new_seed())
     except OptionError as error:
         await message.reply_text(option_message(error, say, name, spec))

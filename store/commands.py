@@ -54,6 +54,15 @@ async def get_command(db: Db, name: str) -> Command | None:
     return None if row is None else Command(**row)
 
 
+async def get_command_for_user(db: Db, name: str, user_id: int) -> tuple[Command | None, str]:
+    """Command ``name`` (None if there is none) and ``user_id``'s default options ("" if none): what
+    a typed command needs, in one round trip."""
+    async with acquire(db) as conn:
+        row = dict(await conn.fetchrow(query("get_command_for_user"), name, user_id))
+    options = row.pop("user_options") or ""
+    return (None if row["name"] is None else Command(**row)), options
+
+
 async def list_commands(db: Db, *, enabled_only: bool = False) -> list[Command]:
     async with acquire(db) as conn:
         return [Command(**row) for row in await conn.fetch(query("list_commands"), enabled_only)]

@@ -296,6 +296,11 @@ RETURNING *;
 -- get_command --
 SELECT * FROM courier_commands WHERE name = $1;
 
+-- get_command_for_user --
+-- Command $1 (its columns NULL if there is none) and user $2's default options (NULL: none).
+SELECT c.*, (SELECT options FROM courier_user_options WHERE user_id = $2) AS user_options
+FROM (SELECT 1) AS one LEFT JOIN courier_commands c ON c.name = $1;
+
 -- list_commands --
 SELECT * FROM courier_commands WHERE enabled OR NOT $1 ORDER BY name;
 
@@ -359,13 +364,17 @@ LIMIT $2;
 -- NULL if none), $3 the allowed ids, $4 the allowed usernames. An allowed username is bound to the
 -- first id that comes with it; later owners of that name are not let in by it. The user's row
 -- keeps their current username, which leaves any other row that still had it (a name passes on).
+-- A known user whose username is unchanged writes nothing: the query is then read-only, with no
+-- commit to flush, as it is for nearly every update.
 WITH bound AS (
     INSERT INTO courier_allowed_names (username, user_id)
     SELECT $2, $1 WHERE $2 = ANY($4::text[])
     ON CONFLICT (username) DO NOTHING
     RETURNING user_id
 ), named AS (
-    INSERT INTO courier_users (user_id, username) VALUES ($1, $2)
+    INSERT INTO courier_users (user_id, username)
+    SELECT $1, $2
+    WHERE NOT EXISTS (SELECT 1 FROM courier_users WHERE user_id = $1 AND username IS NOT DISTINCT FROM $2::text)
     ON CONFLICT (user_id) DO UPDATE SET username = EXCLUDED.username
     WHERE courier_users.username IS DISTINCT FROM EXCLUDED.username
     RETURNING user_id
