@@ -1,8 +1,8 @@
 """One status message per job, edited at most once per interval per chat.
 
 Telegram allows roughly one message edit per second per chat before answering
-429; progress frames arrive far faster, so we keep only the newest text and
-send it when the chat's interval has passed. The last edit is never dropped.
+429; progress frames arrive far faster, so a text that comes within the chat's
+interval is dropped (a newer one follows). A run's first text and its last are never dropped.
 Edits run in the background: a slow Bot API never holds up the job itself. The final text
 is sent like a result (``bot/sending.py``): retried while Telegram failed it for sure.
 A job whose "Queued" reply has not gone out yet has no status message: the first text
@@ -111,7 +111,8 @@ class ProgressMessage:
         self._pending: asyncio.Task | None = None
 
     async def update(self, text: str) -> None:
-        """Start showing ``text`` if the chat may be edited now; otherwise drop it (a newer one follows)."""
+        """Start showing ``text`` if the chat may be edited now, or if it is the run's first; otherwise
+        drop it (a newer one follows)."""
         self._text = text
         if text == self._shown and self._image is None:
             return
@@ -125,7 +126,9 @@ class ProgressMessage:
     def _start(self) -> None:
         if self._pending and not self._pending.done():
             return
-        if self._throttle.try_acquire(self.chat_id):
+        # A run's first text is never dropped: without it a job started right after another one's
+        # edit in the chat would show a stale "Queued", or no status at all, until its result.
+        if self._throttle.try_acquire(self.chat_id) or not self._shown:
             self._pending = asyncio.create_task(self._show(), name=f"courier-progress-{self.chat_id}")
 
     async def finish(self, text: str) -> None:

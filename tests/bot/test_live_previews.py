@@ -101,6 +101,25 @@ async def test_a_text_edit_of_a_status_another_run_made_a_photo_edits_its_captio
     assert [m.get("text") for m in botapi_bot.history(USER)] == ["/f a fox", "Done in 2.0 s."]
 
 
+async def test_a_run_s_first_text_is_shown_within_the_chat_s_interval_later_ones_are_not(botapi, botapi_bot, tg):
+    """Two jobs in one chat: the second starts right after the first's edit took the chat's
+    interval. Its first text is shown all the same, as a post of its own (it had no "Queued"
+    reply) or an edit of its "Queued" one; its next text within the interval is dropped."""
+    throttle = ChatThrottle(3.0, Clock())
+    first = ProgressMessage(tg, USER, None, throttle, reply_to=1)
+    await first.update("Rendering /a")
+    assert (await shown(botapi, first))["text"] == "Rendering /a"
+    second = ProgressMessage(tg, USER, None, throttle, reply_to=1)
+    await second.update("Rendering /b")
+    assert (await shown(botapi, second))["text"] == "Rendering /b"
+    await second.update("Rendering /b 1/3")
+    assert (await shown(botapi, second))["text"] == "Rendering /b"
+    queued = await tg.send_message(USER, "Queued /c", reply_to_message_id=1)
+    third = ProgressMessage(tg, USER, queued.message_id, throttle, reply_to=1)
+    await third.update("Rendering /c")
+    assert (await shown(botapi, third))["text"] == "Rendering /c"
+
+
 @pytest.mark.parametrize("enabled", [True, False])
 async def test_a_job_shows_its_sampler_previews_until_its_result_comes(botapi, botapi_bot, pg_database, fake_comfy,
                                                                       tmp_path, enabled):
