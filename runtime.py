@@ -112,7 +112,8 @@ class Courier:
                                                 f"{exc or 'no bootstrap in time'}")
                 return
         self.bot = BotService(self.settings, self.store, self.health, proxy=proxy)
-        self.sink = TelegramSink(self.bot.application.bot, self.settings.progress_interval_s)
+        self.sink = TelegramSink(self.bot.application.bot, self.settings.progress_interval_s,
+                                 self.bot.application.bot_data.queued_replies)
         if not await self.bot.start():
             return
         self.dispatcher = Dispatcher(self.settings, self.store, self.sink, self.backends(), self.health,

@@ -30,6 +30,10 @@ class BotData:
     announcing: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(STATUS_SLOTS))
     """"Queued" replies under way: the rest wait before reading their queue position, so a burst
     of commands does not flood PostgreSQL with position reads that Telegram's pace makes stale."""
+    queued_replies: dict[int, asyncio.Future] = dataclasses.field(default_factory=dict)
+    """The "Queued" replies on their way to Telegram, by job id, each resolving to its message id
+    (None: it did not go). A job started meanwhile edits its reply rather than post a second
+    status message (``TelegramSink.status``)."""
     waiting: set[int] = dataclasses.field(default_factory=set)
     """Updates whose handlers met a database outage, to be handled again (``outage``)."""
     told_waiting: set[int] = dataclasses.field(default_factory=set)
@@ -88,5 +92,16 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
         return job_id
 
     async def _announce(self, job_id: int, post_status: Callable, chat_id: int) -> None:
+        async def post_and_tell(position: int) -> int:
+            on_its_way = asyncio.get_running_loop().create_future()
+            self.bot_data.queued_replies[job_id] = on_its_way
+            message_id = None
+            try:
+                message_id = await post_status(position)
+                return message_id
+            finally:
+                on_its_way.set_result(message_id)
+                del self.bot_data.queued_replies[job_id]
+
         async with self.bot_data.announcing:
-            await announce(self.pool, job_id, post_status, functools.partial(delete_message, self.bot, chat_id))
+            await announce(self.pool, job_id, post_and_tell, functools.partial(delete_message, self.bot, chat_id))

@@ -6,8 +6,9 @@ interval is dropped (a newer one follows). A run's first text and its last are n
 Edits run in the background: a slow Bot API never holds up the job itself. The final text
 is sent like a result (``bot/sending.py``): retried while Telegram failed it for sure.
 A job whose "Queued" reply has not gone out yet has no status message: the first text
-posts one, and it becomes the job's unless the late "Queued" got recorded first (then
-ours is deleted and theirs edited). A message id of None is never edited.
+edits that reply if it is on its way (in this process), else posts one, which becomes the
+job's unless the late "Queued" got recorded first (then ours is deleted and theirs edited).
+A message id of None is never edited.
 
 Live previews: Telegram cannot turn a text message into a photo (editMessageMedia refuses
 a text message), so the first preview sends a photo with the status as its caption and
@@ -43,6 +44,8 @@ AdoptFn = Callable[[int], Awaitable[int | None]]
 """Records a newly posted status message unless the job has one; returns the job's."""
 MovedFn = Callable[[int], Awaitable[None]]
 """Records the message that took the place of the job's status message."""
+QueuedReplyFn = Callable[[], "asyncio.Future[int | None] | None"]
+"""The job's "Queued" reply if it is on its way to Telegram, resolving to its message id."""
 NO_TEXT = "there is no text in the message to edit"
 """Telegram's answer to a text edit of a photo message (a status another run turned into one)."""
 
@@ -96,13 +99,15 @@ class ChatThrottle:
 
 class ProgressMessage:
     def __init__(self, bot: Bot, chat_id: int, message_id: int | None, throttle: ChatThrottle, *,
-                 reply_to: int | None = None, adopt: AdoptFn | None = None, moved: MovedFn | None = None):
+                 reply_to: int | None = None, adopt: AdoptFn | None = None, moved: MovedFn | None = None,
+                 queued_reply: QueuedReplyFn | None = None):
         self.bot = bot
         self.chat_id = chat_id
         self.message_id = message_id
         self._reply_to = reply_to
         self._adopt = adopt
         self._moved = moved
+        self._queued_reply = queued_reply
         self._throttle = throttle
         self._shown = ""
         self._text = ""  # the newest text, shown with the next preview
@@ -210,7 +215,14 @@ class ProgressMessage:
                 await self.bot.delete_message(self.chat_id, replaced, rate_limit_args=STATUS)
 
     async def _post(self, text: str) -> None:
-        """Post the status message; if the job got one meanwhile, use that one instead."""
+        """Post the status message (or edit the job's "Queued" reply, if that is on its way); if the
+        job got one meanwhile, use that one instead."""
+        on_its_way = self._queued_reply() if self._queued_reply is not None else None
+        if on_its_way is not None and (queued := await asyncio.shield(on_its_way)) is not None:
+            self.message_id = (await self._adopt(queued) if self._adopt is not None else None) or queued
+            await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=self.message_id,
+                                             rate_limit_args=STATUS)
+            return
         sent = await self.bot.send_message(self.chat_id, text, reply_to_message_id=self._reply_to,
                                            allow_sending_without_reply=True, rate_limit_args=STATUS)
         adopted = await self._adopt(sent.message_id) if self._adopt is not None else None

@@ -23,9 +23,10 @@ from .sending import send
 class TelegramSink:
     """One per bot: status edits of all jobs share its per-chat throttle."""
 
-    def __init__(self, bot: Bot, progress_interval_s: float):
+    def __init__(self, bot: Bot, progress_interval_s: float, queued_replies: dict | None = None):
         self.bot = bot
         self.throttle = ChatThrottle(progress_interval_s)
+        self.queued_replies = {} if queued_replies is None else queued_replies  # BotData.queued_replies
 
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
         sent = await send(lambda: self.bot.send_message(chat_id, text, **reply_args(reply_to)), "message")
@@ -37,10 +38,10 @@ class TelegramSink:
         except TelegramError as exc:
             raise DeliveryFailed(str(exc)) from exc
 
-    def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
-               adopt=None, moved=None) -> ProgressMessage:
+    def status(self, chat_id: int, message_id: int | None, *, job_id: int | None = None,
+               reply_to: int | None = None, adopt=None, moved=None) -> ProgressMessage:
         return ProgressMessage(self.bot, chat_id, message_id, self.throttle, reply_to=reply_to, adopt=adopt,
-                               moved=moved)
+                               moved=moved, queued_reply=lambda: self.queued_replies.get(job_id))
 
     async def delete_message(self, chat_id: int, message_id: int) -> None:
         await delete_message(self.bot, chat_id, message_id)

@@ -260,7 +260,8 @@ class Dispatcher:
         def say(key: str, **params) -> str:
             return i18n.text(language, key, **params)
 
-        progress = self.sink.status(job.chat_id, job.status_message_id, reply_to=job.reply_to_message_id,
+        progress = self.sink.status(job.chat_id, job.status_message_id, job_id=job.id,
+                                    reply_to=job.reply_to_message_id,
                                     adopt=functools.partial(jobs.adopt_status_message, self.store.pool, job.id),
                                     moved=functools.partial(jobs.move_status_message, self.store.pool, job.id))
         lease = asyncio.create_task(self._keep_lease(job.id, active), name=f"courier-lease-{job.id}")

@@ -62,13 +62,14 @@ class ChatSink(Protocol):
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
         """Send a message; returns its message id. :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
-    def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
-               adopt: Callable[[int], Awaitable[int | None]] | None = None,
+    def status(self, chat_id: int, message_id: int | None, *, job_id: int | None = None,
+               reply_to: int | None = None, adopt: Callable[[int], Awaitable[int | None]] | None = None,
                moved: Callable[[int], Awaitable[None]] | None = None) -> StatusMessage:
-        """The status message ``message_id`` of a job in ``chat_id``, to edit as the job goes on.
+        """The status message ``message_id`` of job ``job_id`` in ``chat_id``, to edit as the job goes on.
 
-        With ``message_id`` None the first text posts the message (replying to ``reply_to``)
-        and ``adopt(new_id)`` records it unless the job has one; it returns the job's.
+        With ``message_id`` None the first text posts the message (replying to ``reply_to``),
+        or edits the job's "Queued" reply if that is on its way, and ``adopt(new_id)`` records
+        it unless the job has one; it returns the job's.
         ``moved(new_id)`` records a message that took the status message's place (a preview's).
         """
 

@@ -119,6 +119,8 @@ class _Fault:
     error: ApiError | None
     """None: hang instead of answering."""
     perform: bool = False
+    released: asyncio.Event | None = None
+    """Set: the call waits for it, then is answered as usual (no error, no hang)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -406,6 +408,13 @@ class EmulatedBot:
         """
         self._faults.append(_Fault(method.lower(), times, None, perform))
 
+    def hold(self, method: str, *, times: int = 1) -> asyncio.Event:
+        """The next ``times`` calls of ``method`` wait until the returned event is set, then are
+        answered as usual: a request on its way to a slow Telegram."""
+        released = asyncio.Event()
+        self._faults.append(_Fault(method.lower(), times, None, released=released))
+        return released
+
     async def wait_for_call(self, method: str, *, where: Callable[[Call], bool] = lambda call: True,
                             timeout: float = 5.0) -> Call:
         """The first successful outbound call of ``method`` that satisfies ``where``, waiting for it."""
@@ -424,6 +433,9 @@ class EmulatedBot:
         self.emulator.changed()
         fault = self._take_fault(method_name.lower())
         try:
+            if fault and fault.released is not None:
+                await fault.released.wait()
+                fault = None
             if fault and fault.error:
                 raise fault.error
             if method is None:

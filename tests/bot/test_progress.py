@@ -1,10 +1,12 @@
-"""Status messages give way to results in the rate limiter (bot/progress.py), on PTB's real AIORateLimiter."""
+"""Status messages (bot/progress.py): they give way to results in the rate limiter, on PTB's real
+AIORateLimiter; a job's status is its "Queued" reply when that is on its way as the job starts."""
 
 import asyncio
 
 import pytest
 
 from comfyui_courier.bot.progress import STATUS, STATUS_SLOTS, ResultsFirstLimiter
+from comfyui_courier.tests.support.courier import running_courier
 
 
 @pytest.mark.timeout(60)
@@ -27,3 +29,27 @@ async def test_a_result_overtakes_a_backlog_of_status_messages():
     await asyncio.gather(*backlog, return_exceptions=True)
     await limiter.shutdown()
     assert order[-1] == "result" and 2 <= len(order) - 1 <= 2 + STATUS_SLOTS, order
+
+
+@pytest.mark.timeout(120)
+async def test_a_job_started_while_its_queued_reply_is_on_its_way_edits_that_reply(botapi, botapi_bot, pg_database,
+                                                                                   fake_comfy, tmp_path):
+    """The dispatcher starts the job before Telegram answered its "Queued" reply: the job's status
+    is that reply, edited, not a second message posted and one of the two deleted."""
+    user = 616
+    async with running_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
+                               COURIER_ALLOWED_USERS=str(user)):
+        queued_reply = botapi_bot.hold("sendMessage")
+        request = botapi_bot.inject_text(user, "/demo a fox")
+        await botapi.wait_for(lambda: fake_comfy.prompts, timeout=30)  # the job runs, its first status due
+        queued_reply.set()
+        done = await botapi_bot.wait_for_call("editMessageText", timeout=60,
+                                              where=lambda c: c.params["text"].startswith("Done"))
+    posts = [c for c in botapi_bot.outbox if c.method == "sendMessage"]
+    assert [c.params["text"].split()[0] for c in posts] == ["Queued"]
+    assert "deleteMessage" not in [c.method for c in botapi_bot.outbox]
+    status = posts[0].result["message_id"]
+    assert posts[0].result["reply_to_message"]["message_id"] == request["message_id"]
+    edits = [c.params["text"].split()[0] for c in botapi_bot.outbox
+             if c.method == "editMessageText" and c.params["message_id"] == status]
+    assert edits[0] == "Rendering" and done.params["message_id"] == status
