@@ -39,10 +39,11 @@ class Trace:
         self.jobs.append({"injected": time.perf_counter()})
         self.paths.append(path)
 
-    def mark(self, step: str) -> None:
-        """The current job reached ``step`` (only its first time counts)."""
+    def mark(self, step: str, at: float | None = None) -> None:
+        """The current job reached ``step``, now or ``at`` (a ``time.perf_counter`` reading; only its
+        first time counts)."""
         if self.jobs:
-            self.jobs[-1].setdefault(step, time.perf_counter())
+            self.jobs[-1].setdefault(step, time.perf_counter() if at is None else at)
 
     def drop(self) -> None:
         """Forget the current job (a warm-up)."""

@@ -3,7 +3,7 @@
 Runs the real bot (python-telegram-bot against the Bot API emulator), the
 dispatcher, an embedded PostgreSQL and a real ComfyUI (``COMFYUI_DIR``) with
 the pack, then sends ``/demo`` N times, one after another. For each job:
-overhead = (sendDocument reaches the Bot API) − (user message injected)
+overhead = (sendDocument reaches the Bot API: the emulator's receipt) − (user message injected)
 − ComfyUI's execution time (its execution_start → execution_success stamps).
 It also prints each step's median time (``bot_overhead_step_<step>_ms``, see
 ``_trace.py``): where the overhead goes.
@@ -60,10 +60,10 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline, trace: T
                 trace.begin()
                 started = time.perf_counter()
                 message = bot.inject_text(user, f"/demo benchmark {index}")
-                await bot.wait_for_call("sendDocument", timeout=120, where=lambda c, m=message: (
+                document = await bot.wait_for_call("sendDocument", timeout=120, where=lambda c, m=message: (
                     c.result.get("reply_to_message", {}).get("message_id") == m["message_id"]))
-                sent = time.perf_counter()
-                trace.mark("document")
+                sent = document.received_at  # not when this task got the loop back
+                trace.mark("document", at=sent)
                 await emulator.wait_for(lambda: sum(
                     c.method == "editMessageText" and c.params["text"].startswith("Done")
                     for c in bot.outbox) > done_before, timeout=60)

@@ -80,6 +80,8 @@ class Call:
     failure: ApiError | None = None
     note: str | None = None
     """The ``description`` Telegram adds to some successes ("Webhook was set")."""
+    received_at: float = dataclasses.field(default_factory=time.perf_counter)
+    """When the request reached the emulator (``time.perf_counter``)."""
 
     @property
     def ok(self) -> bool:

@@ -208,3 +208,21 @@ async def test_one_jobs_position_is_the_queue_views(store):
     listed = [job for job in await jobs.list_queue(store.pool) if job.status == "queued"]
     assert len(listed) == 9 and len({job.position for job in listed}) == 9
     assert [await jobs.queue_position(store.pool, job.id) for job in listed] == [job.position for job in listed]
+
+
+async def test_adopting_a_status_message_wakes_the_dispatchers_while_the_job_is_queued(store):
+    """The adoption's UPDATE holds the job's row for a moment, and a claim then skips it (SKIP
+    LOCKED): the job, still queued, is announced again, so a dispatcher woken by its first NOTIFY
+    does not wait for the next job or the idle poll to take it."""
+    job_id = await enqueue(store, A)
+    notified = []
+    async with await store.listen_jobs(lambda: notified.append(1)) as listener:
+        assert await jobs.adopt_status_message(store.pool, job_id, 77) == 77
+        assert await listener.wait(timeout=10) and len(notified) == 1
+        await backends.register_backends(store.pool, ["http://127.0.0.1:8188"])
+        await jobs.claim(store.pool, "w", 60, backend="http://127.0.0.1:8188")
+        assert await jobs.adopt_status_message(store.pool, job_id, 78) == 77
+        async with store.pool.acquire() as conn:
+            await conn.execute("SELECT pg_notify('courier_jobs', 'marker')")  # NOTIFYs arrive in commit order
+        assert await listener.wait(timeout=10)
+    assert len(notified) == 2  # and the marker: a running job's adoption woke no one
