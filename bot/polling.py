@@ -48,6 +48,7 @@ class Poller:
         self._room = asyncio.Event()  # set while fewer than BATCH updates are being handled
         self._room.set()
         self._unmarked: set[int] = set()  # handled, not yet marked so in the inbox
+        self._not_marked: set[int] = set()  # went with an UPDATE that failed, their calls not told yet
         self._marking = asyncio.Lock()
         self._replay_due = True  # at start: what the last process left in the inbox
         self._task: asyncio.Task | None = None
@@ -133,14 +134,19 @@ class Poller:
 
     async def _mark_handled(self, update_id: int) -> None:
         """Mark ``update_id`` handled in the inbox, with all that were handled meanwhile: one UPDATE
-        for a burst of them, not one each. Returns once it is marked (by this call or another)."""
+        for a burst of them, not one each. Returns once that UPDATE is done (by this call or another).
+        If it fails, each of their calls raises StoreError: they stay unhandled in the inbox and are
+        handled again (``_replay``), queueing nothing twice."""
         self._unmarked.add(update_id)
         async with self._marking:
-            if update_id not in self._unmarked:  # marked along with an earlier one's
+            if update_id in self._not_marked:  # went with an earlier one's UPDATE, which failed
+                self._not_marked.discard(update_id)
+                raise StoreError("marking updates handled failed")
+            if update_id not in self._unmarked:  # went with an earlier one's UPDATE
                 return
             marking, self._unmarked = self._unmarked, set()
             try:
                 await polled_updates.handled(self.pool, self.application.bot.id, sorted(marking))
-            except BaseException:
-                self._unmarked |= marking  # their own calls try again
+            except StoreError:
+                self._not_marked |= marking - {update_id}
                 raise

@@ -159,3 +159,32 @@ async def test_a_flood_waits_at_telegram_and_every_update_is_marked_handled(bota
         assert await blocker.fetchval("SELECT count(*) FROM courier_polled_updates") == flood
     finally:
         await blocker.close()
+
+
+async def test_updates_whose_handled_mark_failed_are_handled_again_and_queue_nothing_twice(
+        botapi, botapi_bot, pg_database, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="courier.submit")
+    config = settings(botapi, botapi_bot, pg_database)
+    conn = await asyncpg.connect(pg_database)
+    try:
+        async with started(Courier(config, Path(tmp_path), None)) as courier:
+            await conn.execute("""
+                CREATE FUNCTION refuse_marks() RETURNS trigger LANGUAGE plpgsql AS
+                $$ BEGIN RAISE EXCEPTION 'no marks now'; END $$;
+                CREATE TRIGGER refuse_marks BEFORE UPDATE ON courier_polled_updates
+                FOR EACH ROW EXECUTE FUNCTION refuse_marks()""")
+            requests = [botapi_bot.inject_text(USER, f"/demo {index}") for index in range(5)]
+            ids = [update["update_id"] for update in botapi_bot.updates[-5:]]
+
+            async def all_handled_again():  # from the inbox, after their marks failed
+                return all(f"update {update_id} of bot" in caplog.text for update_id in ids)
+
+            await until(all_handled_again, 30, "handling again of the updates whose marks failed")
+            await conn.execute("DROP TRIGGER refuse_marks ON courier_polled_updates")
+            await until(lambda: conn.fetchval("SELECT count(*) = 0 FROM courier_polled_updates "
+                                              "WHERE handled_at IS NULL"), 30, "every update marked handled")
+            jobs, inbox = await jobs_and_inbox(courier)
+    finally:
+        await conn.close()
+    assert sorted(row["prompt"] for row in jobs) == [str(index) for index in range(5)] and len(inbox) == 5
+    assert [len(replies_to(botapi_bot, request)) for request in requests] == [1] * 5
