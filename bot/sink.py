@@ -23,10 +23,10 @@ from .sending import send
 class TelegramSink:
     """One per bot: status edits of all jobs share its per-chat throttle."""
 
-    def __init__(self, bot: Bot, progress_interval_s: float, queued_replies: dict | None = None):
+    def __init__(self, bot: Bot, progress_interval_s: float, queued_replies: dict):
         self.bot = bot
         self.throttle = ChatThrottle(progress_interval_s)
-        self.queued_replies = {} if queued_replies is None else queued_replies  # BotData.queued_replies
+        self.queued_replies = queued_replies  # BotData.queued_replies, which the bot's handlers fill
 
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
         sent = await send(lambda: self.bot.send_message(chat_id, text, **reply_args(reply_to)), "message")
