@@ -40,9 +40,11 @@ class BrowserError(AssertionError):
 class Chromium:
     """``async with Chromium(binary, profile_dir) as browser: page = await browser.new_page()``."""
 
-    def __init__(self, binary: str, profile_dir: Path):
+    def __init__(self, binary: str, profile_dir: Path, *flags: str):
+        """``flags``: more command-line switches, e.g. ``--host-resolver-rules=MAP evil.example 127.0.0.1``."""
         self.binary = binary
         self.profile_dir = Path(profile_dir)
+        self.flags = flags
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
         self._http: aiohttp.ClientSession | None = None
@@ -64,7 +66,8 @@ class Chromium:
     def _launch(self) -> subprocess.Popen:
         self.profile_dir.mkdir(parents=True, exist_ok=True)
         with open(self.profile_dir.parent / "chromium.log", "ab") as log:
-            return subprocess.Popen([self.binary, *FLAGS, f"--user-data-dir={self.profile_dir}", "about:blank"],
+            return subprocess.Popen([self.binary, *FLAGS, *self.flags, f"--user-data-dir={self.profile_dir}",
+                                     "about:blank"],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
 
     async def __aexit__(self, *exc: object) -> None:
