@@ -23,6 +23,7 @@ import dataclasses
 import getpass
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -36,8 +37,8 @@ import aiohttp
 from .config import Secret, Settings
 
 PACK_DIR = Path(__file__).absolute().parent
-BOT_TOKEN = "1000000001:courier-try-local-bot"
-"""Fixed, so a ``--keep`` database keeps knowing the bot; it only ever exists on this emulator."""
+BOT_ID = 1000000001
+"""Fixed, so a ``--keep`` database keeps knowing the bot; its token's secret is new each run (``bot_token``)."""
 READY_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 30.0
 POLL_S = 0.5
@@ -102,7 +103,7 @@ async def run(options: Options) -> int:
         stack.callback(remove_data, scratch, None if options.keep else data_dir)
         emulator = await start_emulator(options.port)
         stack.push_async_callback(emulator.stop)
-        env = courier_environment(emulator.url, data_dir)
+        env = courier_environment(emulator.url, emulator.bots[0].token, data_dir)
         if anon is not None:
             network = await start_private_network(anon, scratch / "privnet")
             stack.push_async_callback(network.stop)
@@ -150,11 +151,16 @@ async def start_emulator(port: int):
     except OSError as error:
         raise TryError(f"the web chat cannot listen on port {port}: {error.strerror}; "
                        "choose another with --port") from None
-    emulator.add_bot(BOT_TOKEN, username="courier_try_bot", first_name="Courier")
+    emulator.add_bot(bot_token(), username="courier_try_bot", first_name="Courier")
     return emulator
 
 
-def courier_environment(api_url: str, data_dir: Path) -> dict[str, str]:
+def bot_token() -> str:
+    """A random token per run: a web page cannot guess it, so it cannot reach the bot's side of the emulator."""
+    return f"{BOT_ID}:{secrets.token_urlsafe(27)[:35]}"
+
+
+def courier_environment(api_url: str, token: str, data_dir: Path) -> dict[str, str]:
     """ComfyUI's environment: every Courier setting at its default, but the bot's token, API and data."""
     env = {name: value for name, value in os.environ.items() if not name.startswith(("COURIER_", "TELEGRAM_"))}
     for field in dataclasses.fields(Settings):
@@ -165,7 +171,7 @@ def courier_environment(api_url: str, data_dir: Path) -> dict[str, str]:
             env[field.metadata["env"]] = ""  # courier.toml cannot fill it in either
         else:
             env[field.metadata["env"]] = str(default)
-    env.update(TELEGRAM_BOT_TOKEN=BOT_TOKEN, COURIER_TELEGRAM_API_URL=api_url, COURIER_DATA_DIR=str(data_dir),
+    env.update(TELEGRAM_BOT_TOKEN=token, COURIER_TELEGRAM_API_URL=api_url, COURIER_DATA_DIR=str(data_dir),
                COURIER_PROGRESS_INTERVAL_S="1", PYTHONUNBUFFERED="1")
     return env
 

@@ -1,23 +1,25 @@
 """The test API over HTTP, under ``/_emulator``, so a person with curl can play the users.
 
 Plain JSON in and out (not the Bot API envelope); errors are ``{"error": ...}``
-with 400, or 404 for an unknown bot. With ``$E`` the emulator's URL::
+with 400, or 404 for an unknown bot. Only this machine's programs and the chat page
+may ask (``guard``): a write is ``application/json`` (a file, multipart), else 415.
+With ``$E`` the emulator's URL and ``$J`` ``-H 'Content-Type: application/json'``::
 
     curl $E/_emulator/bots                                                 # -> [{"token", "user"}, ...]
-    curl -X POST $E/_emulator/bots -d '{"token": "123:ABC"}'               # -> {"token", "user"}
+    curl $J $E/_emulator/bots -d '{"token": "123:ABC"}'                    # -> {"token", "user"}
     curl $E/_emulator/users                                                # -> [User, ...]
-    curl -X POST $E/_emulator/users -d '{"id": 42, "first_name": "Ada", "language_code": "de"}'
-    curl -X POST $E/_emulator/bots/123:ABC/messages -d '{"user_id": 42, "text": "/demo hello"}'
+    curl $J $E/_emulator/users -d '{"id": 42, "first_name": "Ada", "language_code": "de"}'
+    curl $J $E/_emulator/bots/123:ABC/messages -d '{"user_id": 42, "text": "/demo hello"}'
     curl -X POST $E/_emulator/bots/123:ABC/messages -F user_id=42 -F photo=@cat.png -F caption=hi
     curl -X POST $E/_emulator/bots/123:ABC/messages -F user_id=42 -F document=@cat.png
-    curl -X POST $E/_emulator/bots/123:ABC/callback_queries -d '{"user_id": 42, "message_id": 2, "data": "x"}'
+    curl $J $E/_emulator/bots/123:ABC/callback_queries -d '{"user_id": 42, "message_id": 2, "data": "x"}'
     curl "$E/_emulator/bots/123:ABC/outbox?since=0&timeout=30"   # long-polls for what the bot did
     curl $E/_emulator/bots/123:ABC/chats/42                        # the chat as the user sees it
     curl -N $E/_emulator/bots/123:ABC/chats/42/events              # the same, again on every change (SSE)
     curl $E/_emulator/bots/123:ABC/menu/42                         # the command menu user 42 sees
     curl -o out.png $E/_emulator/bots/123:ABC/files/<file_id>      # ?download=1: as an attachment
-    curl -X POST $E/_emulator/bots/123:ABC/faults -d '{"method": "sendMessage", "status": 429, "retry_after": 3}'
-    curl -X POST $E/_emulator/bots/123:ABC/faults -d '{"method": "sendPhoto", "hang": true, "times": 2}'
+    curl $J $E/_emulator/bots/123:ABC/faults -d '{"method": "sendMessage", "status": 429, "retry_after": 3}'
+    curl $J $E/_emulator/bots/123:ABC/faults -d '{"method": "sendPhoto", "hang": true, "times": 2}'
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .wire import ApiError
+from .wire import ApiError, loads
 
 if TYPE_CHECKING:
     from .bot import EmulatedBot
@@ -66,7 +68,7 @@ def _bot(request: web.Request) -> EmulatedBot:
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
-    body = await request.json() if request.body_exists else {}
+    body = loads(await request.read()) if request.body_exists else {}
     if not isinstance(body, dict):
         raise TypeError("expected a JSON object")
     return body
@@ -118,6 +120,10 @@ async def inject_message(request: web.Request) -> web.Response:
     else:
         raise KeyError("a 'photo' or 'document' file part")
     return web.json_response(message)
+
+
+TAKES_FILES = frozenset({inject_message})
+"""The handlers that also take ``multipart/form-data`` (``guard``); every other write is JSON only."""
 
 
 @routes.post("/bots/{token}/callback_queries")

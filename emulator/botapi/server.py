@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import itertools
 import re
 import secrets
@@ -14,7 +13,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from . import control, webchat
+from . import control, guard, webchat
 from .bot import EmulatedBot
 from .wire import MAX_UPLOAD, ApiError, error_response, ok_response, read_request
 
@@ -59,7 +58,8 @@ class BotApiEmulator:
     async def start(self) -> BotApiEmulator:
         if self._runner is not None:
             raise RuntimeError("the emulator is already started")
-        app = web.Application(client_max_size=max(self.max_upload, MAX_UPLOAD) + 1024 * 1024)
+        app = web.Application(client_max_size=max(self.max_upload, MAX_UPLOAD) + 1024 * 1024,
+                              middlewares=[guard.same_origin])
         app.router.add_route("*", "/bot{token}/{method}", self._bot_api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         app.add_subapp(control.PREFIX, control.make_app(self))
@@ -194,18 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", action="append", default=[],
                         help="bot token to accept (repeatable); one is made up when none is given")
     args = parser.parse_args(argv)
-    if not _is_loopback(args.host):
+    if not guard.is_loopback(args.host):
         parser.error(f"--host {args.host} is not a loopback address: the test API lists the bots' tokens, "
                      "so the emulator serves this machine only (reach it from elsewhere over ssh -L or -R)")
     asyncio.run(_serve(args.host, args.port, args.token))
     return 0
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 async def _serve(host: str, port: int, tokens: list[str]) -> None:

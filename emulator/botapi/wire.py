@@ -6,6 +6,7 @@ non-string values are re-encoded as JSON text, so a parameter looks the same
 whichever way the client sent it. ``decode_params`` then types the parameters
 whose type the Bot API documents as Integer, Boolean or a JSON-serialized
 object; anything that does not parse stays a string for the method to reject.
+JSON is read by ``loads``, whose nesting is bounded (``MAX_JSON_DEPTH``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from aiohttp import web
 
 MAX_UPLOAD = 50 * 1024 * 1024
 """api.telegram.org refuses a larger multipart request with 413 before reading it."""
+MAX_JSON_DEPTH = 400
+"""Deeper JSON is refused as unparsable: ``json`` recurses, and 100,000 ``[`` raised RecursionError (a 500)."""
 
 INT_PARAMS = frozenset({
     "chat_id", "message_id", "reply_to_message_id", "offset", "limit", "timeout", "width", "height",
@@ -45,6 +48,22 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
 
+def loads(text: str | bytes) -> Any:
+    """``json.loads``, but a ValueError for nesting deeper than ``MAX_JSON_DEPTH``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH}") from None
+    stack = [(value, 1)]
+    while stack:  # a loop: json's own recursion is what is bounded here
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH}")
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return value
+
+
 def bad_request(what: str) -> ApiError:
     return ApiError(400, f"Bad Request: {what}")
 
@@ -67,7 +86,7 @@ async def read_request(request: web.Request) -> tuple[dict[str, str], dict[str, 
     try:
         if request.content_type == "application/json":
             try:
-                body = json.loads(await request.read())
+                body = loads(await request.read())
             except ValueError:
                 raise bad_request("can't parse JSON object") from None
             if not isinstance(body, dict):
@@ -91,7 +110,7 @@ def decode_params(args: dict[str, str]) -> dict[str, Any]:
 def _decode(name: str, value: str) -> Any:
     try:
         if name in JSON_PARAMS:
-            return json.loads(value)
+            return loads(value)
         if name in INT_PARAMS:
             return int(value)
     except ValueError:

@@ -39,7 +39,7 @@ from comfyui_courier.tests.fixtures.comfyui import (
     processes_under,
 )
 from comfyui_courier.tests.support.requires import require_chromium, require_comfyui
-from comfyui_courier.tryout import BOT_TOKEN, courier_environment, ready_line
+from comfyui_courier.tryout import BOT_ID, bot_token, courier_environment, ready_line
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -208,9 +208,11 @@ async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(fo
         red, green, blue = inverted.convert("RGB").getpixel((48, 32))
         assert abs(red - 55) <= 8 and abs(green - 215) <= 8 and abs(blue - 215) <= 8  # 255 - x, after a JPEG photo
 
+        log = (scratch / "comfyui.log").read_text()  # gone once try has stopped
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), STOP_S) == 0
         said = (await process.stdout.read()).decode()
+    assert bot["token"].partition(":")[2] not in line + said + log  # the chat page lists it; nothing prints it
     assert processes_under(folder) == [] and processes_under(tmpdir) == [] and processes_under(pgdata) == []
     assert list(tmpdir.glob("courier-try-*")) == [] and not pgdata.exists(), said
 
@@ -326,7 +328,16 @@ def test_courier_runs_with_its_defaults_whatever_the_environment_or_courier_toml
     monkeypatch.setenv("COURIER_DATABASE_URL", "postgresql://real/db")
     (tmp_path / "courier.toml").write_text('database_url = "postgresql://toml/db"\nwebhook_url = "https://x"\n'
                                            "allowed_users = [1]\nanyone_enabled = true\n")
-    env = courier_environment("http://127.0.0.1:8081", tmp_path / "data")
+    env = courier_environment("http://127.0.0.1:8081", "1000000001:try", tmp_path / "data")
     settings = load_settings(tmp_path / "courier.toml", environ=env)
-    assert settings == Settings(telegram_bot_token=Secret(BOT_TOKEN), telegram_api_url="http://127.0.0.1:8081",
+    assert settings == Settings(telegram_bot_token=Secret("1000000001:try"), telegram_api_url="http://127.0.0.1:8081",
                                 data_dir=str(tmp_path / "data"), progress_interval_s=1)
+
+
+def test_the_bot_token_is_new_each_run_and_keeps_the_bot_id():
+    """A web page cannot know it (the emulator's guard keeps it from listing it); --keep's database keeps the bot."""
+    tokens = {bot_token() for _ in range(2)}
+    assert len(tokens) == 2
+    for token in tokens:
+        bot_id, _, secret = token.partition(":")
+        assert int(bot_id) == BOT_ID and len(secret) == 35 and secret.replace("-", "").replace("_", "").isalnum()

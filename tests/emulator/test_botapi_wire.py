@@ -73,6 +73,25 @@ async def test_bad_bodies_are_rejected(http, api):
         assert (await r.json())["description"] == "Bad Request: can't parse reply keyboard markup JSON object"
 
 
+def nested(depth: int) -> str:
+    """JSON objects nested ``depth`` deep; beyond 401, only the opening brackets (as an attacker sends them)."""
+    return '{"a": ' * (depth - 1) + "{}" + "}" * (depth - 1) if depth <= 401 else "[" * depth
+
+
+@pytest.mark.parametrize("depth", [400, 401, 100_000])
+async def test_json_nesting_is_bounded_at_400_whatever_the_transport(botapi_bot, http, api, depth):
+    """Deeper is unparsable (400), never a RecursionError (500): a JSON body, a form's JSON field."""
+    body = f'{{"chat_id": {USER}, "text": "x", "reply_markup": {nested(depth - 1)}}}'  # the body is one deeper
+    async with http.post(f"{api}/sendMessage", data=body, headers={"Content-Type": "application/json"}) as r:
+        assert (r.status, (await r.json()).get("description")) == (
+            (200, None) if depth <= 400 else (400, "Bad Request: can't parse JSON object"))
+    form = {"chat_id": USER, "text": "x", "reply_markup": nested(depth)}
+    async with http.post(f"{api}/sendMessage", data=form) as r:
+        assert (r.status, (await r.json()).get("description")) == (
+            (200, None) if depth <= 400 else (400, "Bad Request: can't parse reply keyboard markup JSON object"))
+    assert len(botapi_bot.outbox) == (2 if depth <= 400 else 0)
+
+
 async def test_files_are_served_only_under_their_path(botapi, botapi_bot, http, api):
     message = botapi_bot.inject_document(USER, b"%PDF-1.4 tiny", "doc.pdf")
     async with http.get(f"{api}/getFile", params={"file_id": message["document"]["file_id"]}) as response:
