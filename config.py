@@ -64,6 +64,14 @@ def user_ref(text: str) -> int | str:
     return int(text)
 
 
+def host_name(text: str) -> str:
+    """A name in ``allowed_hosts``: lower case, without a port or the root's trailing dot."""
+    name = text.strip().lower().rstrip(".")
+    if not name or any(c in name for c in ":/[]@ *") or not name.isascii():
+        raise ValueError(f"{text!r} is not a host name (give the name only, without a port)")
+    return name
+
+
 def _field(env: str, default: Any, help: str, **kw: Any) -> Any:
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default),
@@ -96,6 +104,10 @@ class Settings:
     admin_token: Secret = _field("COURIER_ADMIN_TOKEN", Secret(""),
                                  "Token for the /courier admin routes (Authorization: Bearer <token>); "
                                  "empty = those routes refuse")
+    allowed_hosts: list = _field("COURIER_ALLOWED_HOSTS", [],
+                                 "Host names (besides localhost and IP addresses) under which ComfyUI may be "
+                                 "reached, e.g. a LAN name (comma separated); other names get 403 (against DNS "
+                                 "rebinding); .anon names pass when COURIER_ANYONE is on", item=host_name)
     admin_users: list = _field("COURIER_ADMIN_USERS", [],
                                "Telegram user ids who may use the admin commands (/queue, /cancel of any job, "
                                "/ban, /unban, /stats, /bench, /compare; comma separated); empty = nobody", item=int)

@@ -116,8 +116,11 @@ class Courier:
                                  self.bot.application.bot_data.queued_replies)
         if not await self.bot.start():
             return
+        from .anyone.hidden_service import CREDENTIALS, bot_credentials
+
         self.dispatcher = Dispatcher(self.settings, self.store, self.sink, self.backends(), self.health,
-                                     anyone=self.anyone)
+                                     anyone=self.anyone,
+                                     credentials=bot_credentials(self.data_dir / "anyone" / CREDENTIALS))
         self.bot.dispatcher = self.dispatcher
         await self.dispatcher.start()
         from .retention import Retention
@@ -127,9 +130,13 @@ class Courier:
 
     async def _start_anyone(self) -> None:
         from .anyone import AnyoneService
+        from .jobs.seed import sendable_node_types
+
+        async def node_types():  # this host's stored commands, once the database is open
+            return await sendable_node_types(self.store.pool if self.store is not None else None)
 
         self.anyone = AnyoneService(self.settings, self.data_dir, self.local_backend, self.health,
-                                    listen=self.listen)
+                                    listen=self.listen, node_types=node_types)
         await self.anyone.start()
 
     async def stop(self) -> None:

@@ -1,71 +1,376 @@
 """The hidden service's front door: a small reverse proxy that passes only what a Courier bot needs.
 
 anon's ``HiddenServicePort`` points here (127.0.0.1, a free port), not at ComfyUI.
-A request passes when its method and path are in ``ROUTES`` (also under ``/api/``,
-as ComfyUI serves every route twice); anything else gets 403 and never reaches
-ComfyUI -- the editor, ``/userdata``, other packs' routes such as ComfyUI-Manager's
-node installation. ``expose_ui=True`` (``COURIER_ANYONE_EXPOSE_UI``) passes everything.
+Onion clients cannot be told apart, so every request must carry a bot-host
+credential (``X-Courier-Credential``, provisioned with the client key: see
+hidden_service.py); the proxy keeps only the credentials' SHA-256 and compares in
+constant time. Without one: 403. With one, a request passes when its method and
+path are in ``ROUTES`` (also under ``/api/``, as ComfyUI serves every route twice)
+and the route's rule says yes -- the access policy is that table, nothing else:
+
+* ``/prompt``: a JSON body of at most ``MAX_PROMPT_BYTES`` with only ``prompt``,
+  ``client_id`` and ``prompt_id`` (no ``extra_data``, ``number``, ``front``), nodes
+  of the types a Courier bot sends (``node_types``) and no ``send_to_chat``;
+* ``/view`` and ``/upload/image``: only under ``courier/`` of input/output/temp, or
+  (``/view``) a file a prompt of the same credential wrote;
+* ``/history/{id}`` and ``/queue``: other callers' prompts lose their graph and every
+  item its ``extra_data`` but for the caller's own ``client_id``;
+* ``POST /queue``: only ``delete`` of the caller's own prompts; ``/interrupt``: only
+  with the id of one of them; ``/ws``: only with a ``clientId`` no other credential
+  used (the first to use one owns it; a bot opens its socket before it queues).
+
+Everything else gets 403 and never reaches ComfyUI -- the editor, ``/userdata``,
+other packs' routes such as ComfyUI-Manager's node installation.
+``expose_ui=True`` (``COURIER_ANYONE_EXPOSE_UI``) passes everything, unchecked.
 
 The path is judged as ComfyUI will see it: split on ``/``, each segment
 percent-decoded; an empty, ``.`` or ``..`` segment, or one that decodes to a
 slash or backslash, is refused, and the raw path is forwarded unchanged. The
-target is fixed (the local ComfyUI): neither the request line nor ``Host`` can
-point the proxy elsewhere. Bodies stream both ways, hop-by-hop headers are
-dropped, and websocket frames (text and binary: ComfyUI's previews) pass both ways.
+target is fixed (the local ComfyUI) and so is the ``Host`` it is sent (the
+target's ``127.0.0.1:PORT``, so ComfyUI's own Host checks see a loopback request).
+Bodies that need no check stream both ways, hop-by-hop headers are dropped, and
+websocket frames (text and binary: ComfyUI's previews) pass both ways.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
+import hashlib
+import hmac
+import json
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection
 from urllib.parse import unquote
 
 import aiohttp
-from aiohttp import WSMsgType, web
-from multidict import CIMultiDict
+from aiohttp import MultipartReader, StreamReader, WSMsgType, web
+from aiohttp.base_protocol import BaseProtocol
+from multidict import CIMultiDict, MultiDictProxy
 from yarl import URL
 
-# (method, path); "{}" stands for one path segment. Every path jobs/comfy_client.py calls.
-ROUTES: tuple[tuple[str, str], ...] = (
-    ("POST", "/prompt"),
-    ("GET", "/ws"),
-    ("GET", "/view"),
-    ("POST", "/upload/image"),
-    ("GET", "/history"),
-    ("GET", "/history/{}"),
-    ("GET", "/queue"),
-    ("POST", "/queue"),
-    ("POST", "/interrupt"),
-    ("GET", "/object_info"),
-    ("GET", "/object_info/{}"),
-    ("GET", "/system_stats"),
-    ("GET", "/courier/health"),
-    ("POST", "/courier/files/delete"),  # /forget and retention: the bot deletes Courier's files here
-)
+CREDENTIAL_HEADER = "X-Courier-Credential"
+MAX_PROMPT_BYTES = 2 * 2**20  # a bot's biggest graph (2,000 nodes, as publishing allows) with its prompt text
+MAX_UPLOAD_BYTES = 32 * 2**20  # a job's input picture: Telegram hands bots files of up to 20 MB
+MAX_CONTROL_BYTES = 64 * 2**10  # /queue and /interrupt bodies
+REMEMBERED = 100_000  # prompt ids, client ids and files per gateway, oldest forgotten first
+COURIER_SUBFOLDER = "courier"
+FOLDER_TYPES = ("input", "output", "temp")
+PROMPT_KEYS = frozenset(("prompt", "client_id", "prompt_id"))
+EDITOR_ONLY_INPUT = "send_to_chat"
 # RFC 9110 7.6.1, plus what a proxy must never forward
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
                         "te", "trailer", "transfer-encoding", "upgrade"))
 DENIED = "not available through the hidden service\n"
 
+NodeTypes = Callable[[], Awaitable[Collection[str]]]
+
+
+def digest(credential: str) -> str:
+    """What the backend stores of a bot-host credential: its SHA-256, hex."""
+    return hashlib.sha256(credential.encode()).hexdigest()
+
+
+class _Remembered(OrderedDict):
+    """A bounded map: past ``REMEMBERED`` entries the oldest go."""
+
+    def remember(self, key, value) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > REMEMBERED:
+            self.popitem(last=False)
+
+
+@dataclasses.dataclass
+class Policy:
+    """What the gateway knows: the credentials it accepts (digests), who queued what, the node types."""
+
+    credentials: frozenset[str] = frozenset()
+    node_types: NodeTypes | None = None  # the types a Courier bot may send; None: no prompt passes
+    known_types: frozenset[str] = frozenset()
+    client_ids: _Remembered = dataclasses.field(default_factory=_Remembered)  # client_id -> credential digest
+    prompts: _Remembered = dataclasses.field(default_factory=_Remembered)  # prompt_id -> credential digest
+    files: _Remembered = dataclasses.field(default_factory=_Remembered)  # (digest, type, subfolder, name) -> True
+
+    def caller(self, request: web.Request) -> str | None:
+        """The digest of the request's credential when it is one we accept, else None."""
+        given = request.headers.get(CREDENTIAL_HEADER)
+        if not given:
+            return None
+        presented = digest(given)
+        matched = None
+        for known in self.credentials:  # every one compared, in constant time
+            if hmac.compare_digest(presented, known):
+                matched = known
+        return matched
+
+    def claim_client(self, client_id: str, caller: str) -> bool:
+        """Bind ``client_id`` to ``caller`` unless another credential holds it."""
+        if self.client_ids.setdefault(client_id, caller) != caller:
+            return False
+        self.client_ids.remember(client_id, caller)
+        return True
+
+    def owns(self, caller: str, prompt_id: object) -> bool:
+        return isinstance(prompt_id, str) and self.prompts.get(prompt_id) == caller
+
+    async def sendable(self, types: set[str]) -> bool:
+        """Whether a bot may send nodes of ``types``; an unknown type asks ``node_types`` once more."""
+        if types <= self.known_types:
+            return True
+        if self.node_types is None:
+            return False
+        self.known_types = frozenset(await self.node_types())
+        return types <= self.known_types
+
+    def saw_outputs(self, caller: str, outputs: object) -> None:
+        """Remember the files in a prompt's ``outputs`` (node -> {"images": [refs]}) as the caller's."""
+        for output in (outputs.values() if isinstance(outputs, dict) else ()):
+            for refs in (output.values() if isinstance(output, dict) else ()):
+                for ref in (refs if isinstance(refs, list) else ()):
+                    if isinstance(ref, dict) and isinstance(ref.get("filename"), str):
+                        self.files.remember((caller, ref.get("type", "output"), ref.get("subfolder", ""),
+                                             ref["filename"]), True)
+
+
+@dataclasses.dataclass
+class Forward:
+    """A request the rule let through: its body when the rule read it, and how to rewrite the reply."""
+
+    body: bytes | None = None
+    reply: Callable[[bytes], bytes] | None = None
+
+
+Rule = Callable[[web.Request, str, Policy], Awaitable["Forward | web.Response"]]
+
+
+def _refuse(reason: str, status: int = 403) -> web.Response:
+    return web.Response(status=status, text=f"{DENIED.strip()}: {reason}\n")
+
+
+async def _read(request: web.Request, limit: int) -> bytes | web.Response:
+    """The whole body, or a 413 past ``limit`` bytes."""
+    if request.content_length is not None and request.content_length > limit:
+        return _refuse(f"body over {limit} bytes", 413)
+    body = await request.content.read(limit + 1)
+    if len(body) > limit:
+        return _refuse(f"body over {limit} bytes", 413)
+    return body
+
+
+async def _json(request: web.Request, limit: int) -> tuple[bytes, object] | web.Response:
+    body = await _read(request, limit)
+    if isinstance(body, web.Response):
+        return body
+    try:
+        return body, json.loads(body)
+    except ValueError:
+        return _refuse("the body is not JSON", 400)
+
+
+def courier_subfolder(subfolder: object) -> bool:
+    """Whether ``subfolder`` is ``courier`` or below it, as ComfyUI will join it."""
+    if not isinstance(subfolder, str) or "\\" in subfolder:
+        return False
+    parts = subfolder.split("/")
+    return parts[0] == COURIER_SUBFOLDER and not any(p in ("", ".", "..") for p in parts)
+
+
+def plain_name(filename: object) -> bool:
+    return isinstance(filename, str) and filename not in ("", ".", "..") and not any(
+        c in filename for c in "/\\\0") and ".." not in filename
+
+
+def _single(query: MultiDictProxy, *names: str) -> bool:
+    return all(len(query.getall(name, [])) <= 1 for name in names)
+
+
+async def _prompt(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    read = await _json(request, MAX_PROMPT_BYTES)
+    if isinstance(read, web.Response):
+        return read
+    body, data = read
+    if not isinstance(data, dict) or not set(data) <= PROMPT_KEYS:
+        return _refuse(f"a prompt takes only {', '.join(sorted(PROMPT_KEYS))}")
+    graph, client_id, prompt_id = data.get("prompt"), data.get("client_id"), data.get("prompt_id")
+    if not isinstance(client_id, str) or not client_id or not isinstance(prompt_id, str) or not prompt_id:
+        return _refuse("a prompt needs its client_id and prompt_id")
+    if not isinstance(graph, dict) or not all(
+            isinstance(node, dict) and isinstance(node.get("class_type"), str) for node in graph.values()):
+        return _refuse("not an API-format graph", 400)
+    if any(node.get("inputs", {}).get(EDITOR_ONLY_INPUT) not in (None, "") for node in graph.values()
+           if isinstance(node.get("inputs"), dict)):
+        return _refuse(f"{EDITOR_ONLY_INPUT} is for the graph editor only")
+    if not await policy.sendable({node["class_type"] for node in graph.values()}):
+        return _refuse("a node type no Courier command uses")
+    if policy.prompts.get(prompt_id, caller) != caller or not policy.claim_client(client_id, caller):
+        return _refuse("that id belongs to another client")
+    policy.prompts.remember(prompt_id, caller)
+    return Forward(body)
+
+
+async def _websocket_rule(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    client_id = request.rel_url.query.get("clientId")
+    if not client_id or not _single(request.rel_url.query, "clientId") or not policy.claim_client(client_id, caller):
+        return _refuse("a websocket needs a clientId of its own")
+    return Forward()
+
+
+async def _view(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    query = request.rel_url.query
+    folder, subfolder, name = query.get("type", "output"), query.get("subfolder", ""), query.get("filename")
+    if not _single(query, "type", "subfolder", "filename") or folder not in FOLDER_TYPES or not plain_name(name):
+        return _refuse("view takes one plain filename, subfolder and type")
+    if courier_subfolder(subfolder) or (caller, folder, subfolder, name) in policy.files:
+        return Forward()
+    return _refuse("only Courier's files")
+
+
+def _stream(data: bytes) -> StreamReader:
+    stream = StreamReader(BaseProtocol(asyncio.get_running_loop()), 2**16, loop=asyncio.get_running_loop())
+    stream.feed_data(data)
+    stream.feed_eof()
+    return stream
+
+
+async def _upload(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    body = await _read(request, MAX_UPLOAD_BYTES)
+    if isinstance(body, web.Response):
+        return body
+    fields: dict[str, list[str]] = {}
+    try:
+        reader = MultipartReader(request.headers, _stream(body))
+        while (part := await reader.next()) is not None:
+            name = part.name or ""
+            value = part.filename if name == "image" else (await part.text())
+            await part.release()
+            fields.setdefault(name, []).append(value)
+    except (AssertionError, ValueError, TypeError, LookupError, aiohttp.ClientError):
+        return _refuse("not a form upload", 400)
+    if any(len(values) > 1 for values in fields.values()) or len(fields.get("image", [])) != 1:
+        return _refuse("one image, one of each field")
+    single = {name: values[0] for name, values in fields.items()}
+    if single.get("type", "input") not in FOLDER_TYPES or not courier_subfolder(single.get("subfolder")) \
+            or not plain_name(single["image"]):
+        return _refuse("uploads go under courier/ only")
+    return Forward(body)
+
+
+def _strip_item(item: object, caller: str, policy: Policy) -> object:
+    """A queue or history ``prompt`` item [number, prompt_id, graph, extra_data, outputs]: the caller's keeps
+    its graph and client_id only, another's neither."""
+    if not isinstance(item, list) or len(item) < 4:
+        return item
+    extra = item[3] if isinstance(item[3], dict) else {}
+    client_id = extra.get("client_id")
+    if isinstance(client_id, str) and policy.client_ids.get(client_id) == caller:
+        if isinstance(item[1], str):
+            policy.prompts.remember(item[1], caller)  # e.g. a Benchmark node's runs, queued under our client_id
+        return [item[0], item[1], item[2], {"client_id": client_id}, *item[4:]]
+    if policy.owns(caller, item[1]):
+        return [item[0], item[1], item[2], {}, *item[4:]]
+    return [item[0], item[1], {}, {}, *([[]] if len(item) > 4 else [])]
+
+
+def _rewrite(rewrite: Callable[[object], object]) -> Callable[[bytes], bytes]:
+    def apply(raw: bytes) -> bytes:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return b"{}"
+        return json.dumps(rewrite(data)).encode()
+
+    return apply
+
+
+async def _history(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    def rewrite(data: object) -> object:
+        if not isinstance(data, dict):
+            return {}
+        for prompt_id, entry in data.items():
+            if isinstance(entry, dict):
+                entry["prompt"] = _strip_item(entry.get("prompt"), caller, policy)
+                if policy.owns(caller, prompt_id):
+                    policy.saw_outputs(caller, entry.get("outputs"))
+        return data
+
+    return Forward(reply=_rewrite(rewrite))
+
+
+async def _queue(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    def rewrite(data: object) -> object:
+        if not isinstance(data, dict):
+            return {}
+        return {key: [_strip_item(item, caller, policy) for item in items] if isinstance(items, list) else items
+                for key, items in data.items()}
+
+    return Forward(reply=_rewrite(rewrite))
+
+
+async def _queue_delete(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    read = await _json(request, MAX_CONTROL_BYTES)
+    if isinstance(read, web.Response):
+        return read
+    body, data = read
+    if not isinstance(data, dict) or set(data) != {"delete"} or not isinstance(data["delete"], list) \
+            or not all(policy.owns(caller, prompt_id) for prompt_id in data["delete"]):
+        return _refuse("only deleting prompts of your own")
+    return Forward(body)
+
+
+async def _interrupt(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    read = await _json(request, MAX_CONTROL_BYTES)
+    if isinstance(read, web.Response):
+        return read
+    body, data = read
+    if not isinstance(data, dict) or set(data) != {"prompt_id"} or not policy.owns(caller, data["prompt_id"]):
+        return _refuse("only interrupting a prompt of your own")
+    return Forward(body)
+
+
+async def _pass(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    return Forward()
+
+
+# (method, path, rule); "{}" stands for one path segment. Every path jobs/comfy_client.py calls.
+ROUTES: tuple[tuple[str, str, Rule], ...] = (
+    ("POST", "/prompt", _prompt),
+    ("GET", "/ws", _websocket_rule),
+    ("GET", "/view", _view),
+    ("POST", "/upload/image", _upload),
+    ("GET", "/history/{}", _history),
+    ("GET", "/queue", _queue),
+    ("POST", "/queue", _queue_delete),
+    ("POST", "/interrupt", _interrupt),
+    ("GET", "/object_info", _pass),
+    ("GET", "/object_info/{}", _pass),
+    ("GET", "/system_stats", _pass),
+    ("GET", "/courier/health", _pass),
+    ("POST", "/courier/files/delete", _pass),  # /forget and retention; the route deletes only Courier's files
+)
+
 TARGET = web.AppKey("courier_gateway_target", URL)
 EXPOSE_UI = web.AppKey("courier_gateway_expose_ui", bool)
+POLICY = web.AppKey("courier_gateway_policy", Policy)
 SESSION = web.AppKey("courier_gateway_session", aiohttp.ClientSession)
 
 
-def allowed(method: str, raw_path: str) -> bool:
-    """Whether ``method raw_path`` (still percent-encoded, no query) is in ROUTES."""
+def route(method: str, raw_path: str) -> Rule | None:
+    """The rule of ``method raw_path`` (still percent-encoded, no query) in ROUTES; None: not there."""
     if not raw_path.startswith("/"):
-        return False
+        return None
     segments = [unquote(s, errors="replace") for s in raw_path[1:].split("/")]
     if any(s in ("", ".", "..") or "/" in s or "\\" in s for s in segments):
-        return False
+        return None
     if segments[0] == "api" and len(segments) > 1:
         segments = segments[1:]
-    for route_method, pattern in ROUTES:
+    for route_method, pattern, rule in ROUTES:
         parts = pattern[1:].split("/")
         if route_method == method and len(parts) == len(segments) and all(
                 p == "{}" or p == s for p, s in zip(parts, segments)):
-            return True
-    return False
+            return rule
+    return None
 
 
 def _end_to_end(headers, *, websocket: bool = False) -> CIMultiDict:
@@ -86,46 +391,72 @@ async def _upstream_session(app: web.Application):
 
 async def _forward(request: web.Request) -> web.StreamResponse:
     raw_path = request.rel_url.raw_path
-    if not request.app[EXPOSE_UI] and not allowed(request.method, raw_path):
-        return web.Response(status=403, text=DENIED)
+    forward = Forward()
+    caller = None
+    if not request.app[EXPOSE_UI]:
+        rule = route(request.method, raw_path)
+        policy = request.app[POLICY]
+        caller = policy.caller(request)
+        if rule is None or caller is None:
+            return web.Response(status=403, text=DENIED)
+        decided = await rule(request, caller, policy)
+        if isinstance(decided, web.Response):
+            return decided
+        forward = decided
     target = request.app[TARGET]
     url = URL.build(scheme=target.scheme, host=target.raw_host, port=target.port, path=raw_path,
                     query_string=request.rel_url.raw_query_string, encoded=True)
+    headers = _end_to_end(request.headers, websocket=request.headers.get("Upgrade", "").lower() == "websocket")
+    headers.popall(CREDENTIAL_HEADER, None)
+    headers["Host"] = f"{target.raw_host}:{target.port}"
+    if forward.reply is not None:
+        headers.popall("Accept-Encoding", None)  # a reply we rewrite comes as plain JSON
     if request.headers.get("Upgrade", "").lower() == "websocket":
-        return await _websocket(request, url)
+        return await _websocket(request, url, headers, caller)
+    if forward.body is not None:
+        data = forward.body
+    else:
+        data = request.content if request.body_exists else None
     try:
-        upstream = await request.app[SESSION].request(
-            request.method, url, headers=_end_to_end(request.headers), allow_redirects=False,
-            data=request.content if request.body_exists else None)
+        upstream = await request.app[SESSION].request(request.method, url, headers=headers, allow_redirects=False,
+                                                      data=data)
     except (aiohttp.ClientError, OSError):
         return web.Response(status=502, text="ComfyUI is not reachable\n")
     async with upstream:
         reply = web.StreamResponse(status=upstream.status, reason=upstream.reason)
         for key, value in upstream.headers.items():
-            if key.lower() not in HOP_BY_HOP:
+            if key.lower() not in HOP_BY_HOP and not (forward.reply is not None and key.lower() == "content-length"):
                 reply.headers.add(key, value)
-        await reply.prepare(request)
         try:
-            async for chunk in upstream.content.iter_any():
-                await reply.write(chunk)
+            if forward.reply is not None:
+                body = forward.reply(await upstream.read()) if upstream.status == 200 else await upstream.read()
+                reply.content_length = len(body)
+                await reply.prepare(request)
+                await reply.write(body)
+            else:
+                await reply.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await reply.write(chunk)
             await reply.write_eof()
-        except ConnectionResetError:
-            pass  # the client went away mid-download
+        except (ConnectionResetError, aiohttp.ClientError):
+            pass  # either side went away mid-transfer
     return reply
 
 
-async def _websocket(request: web.Request, url: URL) -> web.StreamResponse:
+async def _websocket(request: web.Request, url: URL, headers: CIMultiDict, caller: str | None) -> web.StreamResponse:
     protocols = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
     try:
         upstream = await request.app[SESSION].ws_connect(
-            url, headers=_end_to_end(request.headers, websocket=True), protocols=protocols,
+            url, headers=headers, protocols=protocols,
             max_msg_size=0)  # ComfyUI may send whole images as binary frames
     except (aiohttp.ClientError, OSError):
         return web.Response(status=502, text="ComfyUI is not reachable\n")
     downstream = web.WebSocketResponse(protocols=[upstream.protocol] if upstream.protocol else ())
+    seen = None if caller is None else functools.partial(_executed, request.app[POLICY], caller)
     try:
         await downstream.prepare(request)
-        pumps = [asyncio.create_task(_pump(upstream, downstream)), asyncio.create_task(_pump(downstream, upstream))]
+        pumps = [asyncio.create_task(_pump(upstream, downstream, seen)),
+                 asyncio.create_task(_pump(downstream, upstream))]
         _, pending = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
         for task in pending:
             task.cancel()
@@ -136,10 +467,24 @@ async def _websocket(request: web.Request, url: URL) -> web.StreamResponse:
     return downstream
 
 
-async def _pump(source, sink) -> None:
+def _executed(policy: Policy, caller: str, text: str) -> None:
+    """A text frame ComfyUI sent this caller's socket: an ``executed`` one names files its prompt wrote."""
+    if not text.startswith('{"type": "executed"'):
+        return
+    try:
+        frame = json.loads(text)
+    except ValueError:
+        return
+    output = frame.get("data", {}).get("output") if isinstance(frame.get("data"), dict) else None
+    policy.saw_outputs(caller, {"node": output})
+
+
+async def _pump(source, sink, seen: Callable[[str], None] | None = None) -> None:
     """Copy text and binary frames from ``source`` to ``sink`` until either side closes."""
     async for message in source:
         if message.type == WSMsgType.TEXT:
+            if seen is not None:
+                seen(message.data)
             await sink.send_str(message.data)
         elif message.type == WSMsgType.BINARY:
             await sink.send_bytes(message.data)
@@ -147,28 +492,34 @@ async def _pump(source, sink) -> None:
             break
 
 
-def gateway_app(target: str, *, expose_ui: bool = False) -> web.Application:
+def gateway_app(target: str, *, expose_ui: bool = False, policy: Policy | None = None) -> web.Application:
     """The proxy as an aiohttp app in front of ``target`` (``http://127.0.0.1:8188``)."""
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_UPLOAD_BYTES)
     app[TARGET] = URL(target)
     app[EXPOSE_UI] = expose_ui
+    app[POLICY] = policy if policy is not None else Policy()
     app.cleanup_ctx.append(_upstream_session)
     app.router.add_route("*", "/{path:.*}", _forward)
     return app
 
 
 class Gateway:
-    """``gateway_app`` served on 127.0.0.1 (a free port); ``address`` is ``127.0.0.1:PORT`` once started."""
+    """``gateway_app`` served on 127.0.0.1 (a free port); ``address`` is ``127.0.0.1:PORT`` once started.
+
+    ``policy.credentials`` and ``policy.node_types`` may be set (and changed) at any time.
+    """
 
     def __init__(self, target: str, *, expose_ui: bool = False):
         self.target = target
         self.expose_ui = expose_ui
+        self.policy = Policy()
         self.address: str | None = None
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> str:
         if self._runner is None:
-            self._runner = web.AppRunner(gateway_app(self.target, expose_ui=self.expose_ui), access_log=None)
+            self._runner = web.AppRunner(gateway_app(self.target, expose_ui=self.expose_ui, policy=self.policy),
+                                         access_log=None)
             await self._runner.setup()
             await web.TCPSite(self._runner, "127.0.0.1", 0).start()
             self.address = f"127.0.0.1:{self._runner.addresses[0][1]}"

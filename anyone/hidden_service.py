@@ -15,6 +15,14 @@ the service keys once with the network disabled, and one client, ``bot-host``,
 is authorized, its secret line written into this host's own ClientOnionAuthDir
 (``client_auth/``) so the bot here can reach the service; with the setting on
 and no client we never publish.
+
+Bot-host credentials: onion clients cannot be told apart, so each client also gets
+a token the gateway (gateway.py) asks for on every request. The server keeps only
+its SHA-256 (``clients/<name>.credential``); the bot host keeps the line
+``<address> <token>`` in ``<its data dir>/anyone/credentials/<name>.credential``
+and sends the token to that backend only (``bot_credentials``). They are made
+whatever the client-authorization setting says: with it off, the token is what
+stands between a stranger and the gateway.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
 import io
 import ipaddress
 import os
@@ -39,6 +48,8 @@ ADDRESS = re.compile(r"^[a-z2-7]{56}\.anon$")
 CLIENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 VIRTUAL_PORT = 80
 BOT_HOST = "bot-host"  # the client provisioned on first start, for the bot on this host
+CREDENTIALS = "credentials"  # the bot host's folder of credential lines, beside client_auth/
+CREDENTIAL = ".credential"
 KEYS_TIMEOUT_S = 30.0
 
 
@@ -99,6 +110,30 @@ def write_client_credential(client_auth_dir: Path, name: str, client_line: str) 
     return path
 
 
+def write_bot_credential(credentials_dir: Path, name: str, credential_line: str) -> Path:
+    """Store a credential line (``<address> <token>``) where a Courier bot reads it; owner-only file."""
+    if not CLIENT_NAME.match(name):
+        raise ClientAuthError(f"client name must be 1-64 of A-Z a-z 0-9 _ -: {name!r}")
+    credentials_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = credentials_dir / f"{name}{CREDENTIAL}"
+    path.touch(mode=0o600)
+    path.write_text(credential_line.strip() + "\n")
+    return path
+
+
+def bot_credentials(credentials_dir: Path) -> dict[str, str]:
+    """``.anon`` address -> token, from a bot host's credential lines (unreadable or odd lines are skipped)."""
+    found = {}
+    for path in sorted(Path(credentials_dir).glob(f"*{CREDENTIAL}")):
+        try:
+            fields = path.read_text().split()
+        except OSError:
+            continue
+        if len(fields) == 2 and ADDRESS.match(fields[0]):
+            found[fields[0]] = fields[1]
+    return found
+
+
 def qr_png(address: str) -> bytes:
     """A QR code (PNG) of ``http://<address>/``, for a phone's Anyone-enabled browser."""
     import qrcode
@@ -147,6 +182,16 @@ class HiddenService:
 
     def clients(self) -> list[str]:
         return sorted(p.stem for p in self.clients_dir.glob("*.auth"))
+
+    def credential_digests(self) -> frozenset[str]:
+        """The SHA-256 (hex) of every client's credential: what the gateway accepts."""
+        digests = set()
+        for path in self.clients_dir.glob(f"*{CREDENTIAL}"):
+            try:
+                digests.add(path.read_text().strip())
+            except OSError:
+                continue
+        return frozenset(d for d in digests if re.fullmatch(r"[0-9a-f]{64}", d))
 
     def prepare(self) -> Options:
         """Create the folders anon wants (0700), sync authorized clients; return the torrc lines."""
@@ -202,14 +247,16 @@ class HiddenService:
             shutil.rmtree(work, ignore_errors=True)
 
     async def provision(self, binary: Path, client_auth_dir: Path) -> Path | None:
-        """With client authorization on and no client yet: keys, client ``bot-host``, its line for our anon.
+        """With no client yet: keys, client ``bot-host``, its line for our anon and its credential beside it
+        (``credentials/``, next to ``client_auth_dir``).
 
         Returns the ``*.auth_private`` file written into ``client_auth_dir`` (None: nothing to do).
         """
-        if not self.client_auth or self.clients():
+        if self.clients():
             return None
         if self.address is None:
             await self.create_keys(binary)
+        write_bot_credential(client_auth_dir.parent / CREDENTIALS, BOT_HOST, self.add_credential(BOT_HOST))
         return write_client_credential(client_auth_dir, BOT_HOST, self.add_client(BOT_HOST))
 
     def add_client(self, name: str) -> str:
@@ -225,12 +272,27 @@ class HiddenService:
         (self.clients_dir / f"{name}.auth").write_text(server + "\n")
         return client
 
+    def add_credential(self, name: str) -> str:
+        """A new bot-host credential for client ``name``; returns its line ``<address> <token>`` (secret).
+        Applies at the next (re)load."""
+        if not CLIENT_NAME.match(name):
+            raise ClientAuthError(f"client name must be 1-64 of A-Z a-z 0-9 _ -: {name!r}")
+        address = self.address
+        if address is None:
+            raise ClientAuthError("the hidden service has no address yet: start Courier with "
+                                  "COURIER_ANYONE=1 once so anon creates its keys")
+        token = secrets.token_urlsafe(32)
+        self.clients_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.clients_dir / f"{name}{CREDENTIAL}").write_text(hashlib.sha256(token.encode()).hexdigest() + "\n")
+        return f"{address} {token}"
+
     def remove_client(self, name: str) -> bool:
-        """Revoke a client; False if it was not authorized. Applies at the next (re)load."""
+        """Revoke a client (key and credential); False if it was not authorized. Applies at the next (re)load."""
         path = self.clients_dir / f"{name}.auth"
         if not CLIENT_NAME.match(name) or not path.exists():
             return False
         path.unlink()
+        (self.clients_dir / f"{name}{CREDENTIAL}").unlink(missing_ok=True)
         return True
 
 
@@ -257,24 +319,28 @@ def main(argv: list[str] | None = None) -> int:
         print("Revoked; restart ComfyUI to apply.", file=sys.stderr)
         return 0
     try:
+        credential = service.add_credential(args.name)
         line = service.add_client(args.name)
     except ClientAuthError as exc:
         print(f"anyone-client: {exc}", file=sys.stderr)
         return 1
     print(line)
+    print(credential)
     print(client_instructions(args.name, service.address), file=sys.stderr)
     return 0
 
 
 def client_instructions(name: str, address: str) -> str:
-    """Where a client's secret line (printed on stdout by ``anyone-client add``) goes; names no secret."""
+    """Where a client's two secret lines (printed on stdout by ``anyone-client add``) go; names no secret."""
     return (f"Client {name!r} may now reach http://{address}/ once ComfyUI restarts (client authorization "
             "is on unless COURIER_ANYONE_CLIENT_AUTH=0).\n"
-            "On the client host, save the line above -- it is secret, keep it off chats and logs -- as:\n"
-            f"  file:      {name}.auth_private  (any name ending in .auth_private; owner-only, chmod 600)\n"
-            "  directory: for a Courier bot: <its data dir>/anyone/client_auth/ (created on its first start\n"
-            "             with COURIER_ANYONE=1; its default data dir is ~/.comfyui-courier, inside ComfyUI\n"
-            "             it is <ComfyUI>/user/courier); for another anon or Tor client: the folder\n"
-            "             its torrc names with ClientOnionAuthDir\n"
-            f"  content:   the one line above (e.g. run: anyone-client add {name} > {name}.auth_private)\n"
+            "On the client host, save the two lines above -- they are secret, keep them off chats and logs:\n"
+            f"  line 1, the client key: as {name}.auth_private (any name ending in .auth_private; owner-only,\n"
+            "          chmod 600) in, for a Courier bot, <its data dir>/anyone/client_auth/ (its default data\n"
+            "          dir is ~/.comfyui-courier, inside ComfyUI it is <ComfyUI>/user/courier); for another\n"
+            "          anon or Tor client: the folder its torrc names with ClientOnionAuthDir\n"
+            f"  line 2, the bot-host credential (the gateway refuses every request without it): as\n"
+            f"          {name}.credential (owner-only) in <the bot's data dir>/anyone/credentials/\n"
+            f"  e.g. run: anyone-client add {name} > {name}.lines; head -1 {name}.lines > {name}.auth_private;\n"
+            f"            tail -1 {name}.lines > {name}.credential; rm {name}.lines\n"
             "then restart that client's anon (or Courier).")

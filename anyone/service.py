@@ -17,8 +17,8 @@ import asyncio
 from pathlib import Path
 
 from .errors import AnonStartError, AnyoneError, ClientAuthError
-from .gateway import Gateway
-from .hidden_service import HiddenService, exposure_warning
+from .gateway import Gateway, NodeTypes
+from .hidden_service import CREDENTIAL, CREDENTIALS, HiddenService, exposure_warning
 from .install import find_anon
 from .privnet import TEST_NETWORK_FILE, load_test_network
 from .process import AnonProcess, Options
@@ -37,11 +37,12 @@ class AnyoneService:
     through the gateway; None runs anon only as a client (a bot host without ComfyUI). ``health`` is the
     host's Health registry (component ``anyone``); ``listen`` is ComfyUI's
     ``--listen`` value, checked for exposure beyond loopback. ``network_options``
-    are extra torrc lines, e.g. a private test network's.
+    are extra torrc lines, e.g. a private test network's. ``node_types`` tells the gateway which node
+    types a Courier bot may queue (see gateway.Policy; without it no prompt passes).
     """
 
     def __init__(self, settings, data_dir: Path, local_backend: str | None = None, health=None, *,
-                 listen: str | None = None, network_options: Options = ()):
+                 listen: str | None = None, network_options: Options = (), node_types: NodeTypes | None = None):
         self.settings = settings
         self.dir = Path(data_dir) / "anyone"
         self.local_backend = local_backend
@@ -53,6 +54,7 @@ class AnyoneService:
         if local_backend:
             self.hidden_service = HiddenService(self.dir, client_auth=settings.anyone_client_auth)
             self.gateway = Gateway(local_backend, expose_ui=settings.anyone_expose_ui)
+            self.gateway.policy.node_types = node_types
         self.process: AnonProcess | None = None
         self.warning: str | None = None
         self.test_network: Path | None = None  # the test-network.torrc we joined, if any
@@ -120,17 +122,19 @@ class AnyoneService:
             self.warning = " ".join(warnings) or None
             try:
                 credential = await self.hidden_service.provision(binary, self._client_auth_dir())
+                self.gateway.policy.credentials = self.hidden_service.credential_digests()
                 self.hidden_service.target = await self.gateway.start()
                 options += self.hidden_service.prepare()
             except (AnonStartError, ClientAuthError, OSError) as exc:
                 await self.gateway.stop()
                 return self._report("error", f"hidden service not published: {exc}")
             if credential is not None:
-                log.info("Client authorization is on: client %r was authorized for the bot on this host; its "
-                         "secret line is in %s (owner-only). A bot on another host needs that file (show it with "
-                         "`cat %s`) in <its data dir>/anyone/client_auth/; more clients: `python <pack folder> "
-                         "anyone-client --data-dir %s add NAME`", credential.stem, credential, credential,
-                         self.dir.parent)
+                log.info("Client %r was authorized for the bot on this host; its secret client key is in %s "
+                         "and its bot-host credential in %s (owner-only). A bot on another host needs both files "
+                         "(show them with `cat`), in <its data dir>/anyone/client_auth/ and "
+                         "<its data dir>/anyone/credentials/; more clients: `python <pack folder> "
+                         "anyone-client --data-dir %s add NAME`", credential.stem, credential,
+                         self.dir / CREDENTIALS / f"{credential.stem}{CREDENTIAL}", self.dir.parent)
         self.process = AnonProcess(binary, self.dir / "anon", options=options, on_change=self._on_change)
         await self.process.start()
         if self.hidden_service is not None:
@@ -152,15 +156,17 @@ class AnyoneService:
             raise AnyoneError(f"anon is not running: {self._state['reason']}")
         await self.process.wait_bootstrapped(timeout)
 
-    async def add_client(self, name: str) -> str:
-        """Authorize a client of the hidden service now; returns its secret client line."""
+    async def add_client(self, name: str) -> tuple[str, str]:
+        """Authorize a client of the hidden service now; returns its secret client line and credential line."""
         if self.hidden_service is None:
             raise ClientAuthError("no hidden service here")
+        credential = self.hidden_service.add_credential(name)
         line = self.hidden_service.add_client(name)
+        self.gateway.policy.credentials = self.hidden_service.credential_digests()
         if self.process is not None and self.settings.anyone_client_auth:
             self.hidden_service.prepare()
             await self.process.reload()
-        return line
+        return line, credential
 
     def _open_warning(self) -> str | None:
         """What the operator opted out of, loudly: client authorization, the route filter."""

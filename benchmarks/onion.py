@@ -69,7 +69,8 @@ async def stats_server() -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
 
 
-async def timed_gets(url: str, settings, socks_url: str | None, count: int) -> tuple[list[float], int]:
+async def timed_gets(url: str, settings, socks_url: str | None, count: int,
+                     headers: dict | None = None) -> tuple[list[float], int]:
     """``count`` GETs on one session after a warm-up; (milliseconds each, connections opened)."""
     from comfyui_courier.anyone import make_session
 
@@ -83,7 +84,7 @@ async def timed_gets(url: str, settings, socks_url: str | None, count: int) -> t
     trace.on_connection_create_end.append(opened)
     deadline = time.monotonic() + REACH_S
     while True:  # warm-up: the first request fetches the descriptor and builds the rendezvous
-        session = make_session(url, settings, socks_url, trace_configs=[trace])
+        session = make_session(url, settings, socks_url, trace_configs=[trace], headers=headers)
         try:
             async with session.get(f"{url}/system_stats") as reply:
                 reply.raise_for_status()
@@ -156,11 +157,21 @@ async def timed_job(emulator, courier, bot, text: str, trace: Trace, path: str) 
 
 
 def share_client_key(comfy_data_dir: Path, bot_data_dir: Path) -> None:
-    """Give the bot the client key ComfyUI's first start provisioned (its ``bot-host``), as an operator would."""
-    from comfyui_courier.anyone.hidden_service import BOT_HOST, write_client_credential
+    """Give the bot the client key and the credential ComfyUI's first start provisioned (its ``bot-host``),
+    as an operator would."""
+    from comfyui_courier.anyone.hidden_service import (
+        BOT_HOST,
+        CREDENTIAL,
+        CREDENTIALS,
+        write_bot_credential,
+        write_client_credential,
+    )
 
-    line = (comfy_data_dir / "anyone" / "client_auth" / f"{BOT_HOST}.auth_private").read_text()
+    source = comfy_data_dir / "anyone"
+    line = (source / "client_auth" / f"{BOT_HOST}.auth_private").read_text()
     write_client_credential(bot_data_dir / "anyone" / "client_auth", "comfy", line)
+    write_bot_credential(bot_data_dir / "anyone" / CREDENTIALS, "comfy",
+                         (source / CREDENTIALS / f"{BOT_HOST}{CREDENTIAL}").read_text())
 
 
 async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline, trace: Trace) -> dict[str, list[float]]:
@@ -217,6 +228,8 @@ async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline, trace: Trace
 async def run(args, deadline: Deadline) -> None:
     load_pack()
     logging.getLogger("courier.anyone").setLevel(logging.ERROR)  # anon's test-network warnings
+    from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER
+    from comfyui_courier.anyone.hidden_service import BOT_HOST, CREDENTIAL, CREDENTIALS
     from comfyui_courier.anyone.install import find_anon
     from comfyui_courier.anyone.privnet import PrivateNetwork
     from comfyui_courier.anyone.service import AnyoneService
@@ -240,7 +253,9 @@ async def run(args, deadline: Deadline) -> None:
         await service.start()
         await service.wait_ready(min(60.0, deadline.remaining()))
         onion_url = f"http://{service.onion_address}"
-        onion, onion_connections = await timed_gets(onion_url, settings, service.socks_url, args.requests)
+        token = (service.dir / CREDENTIALS / f"{BOT_HOST}{CREDENTIAL}").read_text().split()[1]
+        onion, onion_connections = await timed_gets(onion_url, settings, service.socks_url, args.requests,
+                                                    {CREDENTIAL_HEADER: token})
         direct, _ = await timed_gets(backend, settings, None, args.requests)
         note(f"GET /system_stats x{args.requests}: onion median {statistics.median(onion):.2f} ms "
              f"(p90 {statistics.quantiles(onion, n=10)[-1]:.2f}, {onion_connections} new connection(s)), "

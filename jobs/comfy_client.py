@@ -337,12 +337,13 @@ class ComfyClient:
     peers. While the websocket is down, it is reopened with backoff (from
     ``poll_interval`` seconds up to eight times that), runs poll every
     ``poll_interval`` seconds and give up after ``retries`` failed looks in a row.
+    ``headers`` go with every request and websocket (a hidden service's bot-host credential).
     """
 
     def __init__(self, base_url: str, *, connector: aiohttp.BaseConnector | None = None,
                  connector_factory: Callable[[], aiohttp.BaseConnector] | None = None,
                  connect_timeout: float = 60.0, read_timeout: float = 120.0, heartbeat: float = 30.0,
-                 poll_interval: float = 1.0, retries: int = 10):
+                 poll_interval: float = 1.0, retries: int = 10, headers: Mapping[str, str] | None = None):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be http(s)://host:port, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
@@ -354,6 +355,7 @@ class ComfyClient:
         self._heartbeat = heartbeat
         self._poll_interval = poll_interval
         self._retries = retries
+        self._headers = dict(headers or {})
         self._session: aiohttp.ClientSession | None = None
         self.client_id = uuid.uuid4().hex  # every prompt of this client is queued under it
         self._followers: list[Follower] = []
@@ -389,7 +391,8 @@ class ComfyClient:
         if self._session is None:
             if self._connector is None and self._connector_factory is not None:
                 self._connector = self._connector_factory()
-            self._session = aiohttp.ClientSession(connector=self._connector, timeout=self._timeout)
+            self._session = aiohttp.ClientSession(connector=self._connector, timeout=self._timeout,
+                                                  headers=self._headers)
         return self._session
 
     def _unreachable(self, what: str, exc: BaseException | str) -> BackendUnavailable:

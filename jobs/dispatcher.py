@@ -25,8 +25,11 @@ import secrets
 import socket
 import time
 import uuid
+from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from .. import i18n
+from ..anyone.gateway import CREDENTIAL_HEADER
 from ..anyone.transport import make_connector
 from ..config import Settings
 from ..health import Health
@@ -116,13 +119,14 @@ class Hold:
 
 class Dispatcher:
     def __init__(self, settings: Settings, store, sink: ChatSink, backend_urls: list[str], health: Health,
-                 anyone=None):
+                 anyone=None, credentials: Mapping[str, str] | None = None):
         self.settings = settings
         self.store = store
         self.sink = sink
         self.health = health
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
-        self.clients = [ComfyClient(url, connector_factory=_connector_factory(url, settings, anyone))
+        self.clients = [ComfyClient(url, connector_factory=_connector_factory(url, settings, anyone),
+                                    headers=_credential_header(url, credentials or {}))
                         for url in backend_urls]
         self.handoff = Handoff()  # Telegram Output in this ComfyUI gives our jobs their files here
         self._wakeup = asyncio.Event()
@@ -348,6 +352,12 @@ class Dispatcher:
         await jobs.fail(self.store.pool, job.id, reason, worker=self.worker_id)
         with contextlib.suppress(Exception):
             await progress.finish(say("failed", name=job.command, reason=reason))
+
+
+def _credential_header(url: str, credentials: Mapping[str, str]) -> dict[str, str]:
+    """The bot-host credential header for a ``.anon`` backend we hold one for (``{address: token}``)."""
+    token = credentials.get((urlsplit(url).hostname or "").lower())
+    return {CREDENTIAL_HEADER: token} if token else {}
 
 
 def _connector_factory(url: str, settings: Settings, anyone):

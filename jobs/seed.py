@@ -26,6 +26,20 @@ def shipped_workflow(entry: dict, seed_dir: Path = SEED_DIR) -> dict:
     return workflow
 
 
+ADDED_NODE_TYPES = frozenset((
+    "PreviewAny", "PreviewImage", "CourierBenchmark",  # /bench and /compare (bench.benchmark_prompt)
+    "UpscaleModelLoader", "ImageUpscaleWithModel",  # /upscale with a model (upscale.with_model)
+))
+
+
+async def sendable_node_types(pool=None, seed_dir: Path = SEED_DIR) -> set[str]:
+    """Every node type a bot of this pack may queue: the shipped graphs', what jobs add to a graph, and
+    (``pool``) those of the commands stored here; what the hidden service's gateway lets through."""
+    shipped = {node["class_type"] for entry in seed_manifest(seed_dir).values()
+               for node in shipped_workflow(entry, seed_dir).values()}
+    return shipped | ADDED_NODE_TYPES | (await commands.node_types(pool) if pool is not None else set())
+
+
 async def seed_commands(store, seed_dir: Path = SEED_DIR) -> list[str]:
     """Add or refresh the shipped commands; a published command of the same name wins.
 

@@ -131,10 +131,10 @@ def is_local_browser(request: web.Request, courier: Courier) -> bool:
         return False
     if any(name in request.headers for name in FORWARDING_HEADERS):
         return False
-    return is_loopback_host(request.remote) and is_loopback_host(_host_name(request.host))
+    return is_loopback_host(request.remote) and is_loopback_host(host_name(request.host))
 
 
-def _host_name(host: str) -> str:
+def host_name(host: str) -> str:
     """The name in a Host header: ``[::1]:8188`` -> ``::1``, ``localhost:8188`` -> ``localhost``."""
     if host.startswith("["):
         return host[1:host.find("]")]

@@ -68,6 +68,12 @@ async def list_commands(db: Db, *, enabled_only: bool = False) -> list[Command]:
         return [Command(**row) for row in await conn.fetch(query("list_commands"), enabled_only)]
 
 
+async def node_types(db: Db) -> set[str]:
+    """The ``class_type`` of every node of every stored command."""
+    async with acquire(db) as conn:
+        return {row["class_type"] for row in await conn.fetch(query("command_node_types"))}
+
+
 async def set_command_enabled(db: Db, name: str, enabled: bool) -> Command | None:
     """None if there is no such command."""
     async with acquire(db) as conn:

@@ -310,6 +310,12 @@ FROM (SELECT 1) AS one LEFT JOIN courier_commands c ON c.name = $1;
 -- list_commands --
 SELECT * FROM courier_commands WHERE enabled OR NOT $1 ORDER BY name;
 
+-- command_node_types --
+-- The node types of every command's graph (enabled or not): what the gateway lets a bot queue.
+SELECT DISTINCT node->>'class_type' AS class_type
+FROM courier_commands, jsonb_each(workflow) AS n(id, node)
+WHERE jsonb_typeof(node) = 'object' AND node ? 'class_type';
+
 -- set_command_enabled --
 UPDATE courier_commands SET enabled = $2, updated_at = now() WHERE name = $1 RETURNING *;
 

@@ -5,11 +5,27 @@ import asyncio
 import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
-from comfyui_courier.anyone.gateway import ROUTES, allowed, gateway_app
+from comfyui_courier.anyone.gateway import (
+    CREDENTIAL_HEADER,
+    ROUTES,
+    Policy,
+    digest,
+    gateway_app,
+    route,
+)
 from comfyui_courier.tests.support.http import serve_app
 
 WAIT_S = 10
 PREVIEW = b"\x00\x00\x00\x01\x00\x00\x00\x02\x89PNG\r\n\x1a\n"  # ComfyUI's binary preview frame layout
+TOKEN = "bot-host-token"
+AUTH = {CREDENTIAL_HEADER: TOKEN}
+
+
+def policy(*tokens: str, types=("ImageInvert", "CourierTelegramOutput")) -> Policy:
+    async def node_types():
+        return types
+
+    return Policy(credentials=frozenset(digest(t) for t in tokens or (TOKEN,)), node_types=node_types)
 
 
 class Backend:
@@ -77,13 +93,15 @@ class Backend:
 async def proxied():
     """(gateway URL, Backend) for the default allowlist."""
     backend = Backend()
-    async with serve_app(backend.app()) as target, serve_app(gateway_app(target)) as url:
+    async with serve_app(backend.app()) as target, serve_app(gateway_app(target, policy=policy())) as url:
         yield url, backend
         backend.release_rest.set()  # a failed streaming test must not hold /view open
 
 
-async def raw_request(url: str, request_line: str, headers: str = "") -> tuple[int, bytes]:
-    """Send one request exactly as written (no client-side path normalization); (status, body)."""
+async def raw_request(url: str, request_line: str, headers: str = f"{CREDENTIAL_HEADER}: {TOKEN}\r\n"
+                      ) -> tuple[int, bytes]:
+    """Send one request exactly as written (no client-side path normalization), with the credential
+    unless ``headers`` says otherwise; (status, body)."""
     host, port = url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     try:
@@ -98,13 +116,13 @@ async def raw_request(url: str, request_line: str, headers: str = "") -> tuple[i
 
 @pytest.mark.parametrize("method, path", [
     ("POST", "/prompt"), ("POST", "/api/prompt"), ("GET", "/ws"), ("GET", "/view"), ("POST", "/upload/image"),
-    ("GET", "/history"), ("GET", "/history/3f1c2c1e-6a7b-4c1d-9e2f-0a1b2c3d4e5f"), ("GET", "/api/history/abc"),
+    ("GET", "/history/3f1c2c1e-6a7b-4c1d-9e2f-0a1b2c3d4e5f"), ("GET", "/api/history/abc"),
     ("GET", "/queue"), ("POST", "/queue"), ("POST", "/interrupt"), ("GET", "/object_info"),
     ("GET", "/object_info/KSampler"), ("GET", "/object_info/Load%20Image"), ("GET", "/system_stats"),
     ("GET", "/api/system_stats"), ("GET", "/courier/health"), ("POST", "/courier/files/delete"),
 ])
 def test_what_a_courier_bot_calls_is_allowed(method, path):
-    assert allowed(method, path)
+    assert route(method, path) is not None
 
 
 @pytest.mark.parametrize("method, path", [
@@ -117,15 +135,16 @@ def test_what_a_courier_bot_calls_is_allowed(method, path):
     ("GET", "/internal/logs"), ("POST", "/free"), ("GET", "/courier/sessions"), ("GET", "/courier/anyone/qr.png"),
     ("GET", "/courier/files/delete"), ("POST", "/courier/files"),
     ("GET", "/prompt"), ("GET", "/upload/image"), ("DELETE", "/queue"), ("PUT", "/prompt"), ("POST", "/history"),
+    ("GET", "/history"), ("GET", "/api/history"),
     ("GET", "http://127.0.0.1:1/system_stats"), ("GET", "system_stats"),
 ])
 def test_everything_else_is_refused(method, path):
-    assert not allowed(method, path)
+    assert route(method, path) is None
 
 
 def test_the_allowlist_is_data():
-    assert {path for _, path in ROUTES} >= {"/prompt", "/ws", "/view", "/upload/image", "/history", "/queue",
-                                            "/interrupt", "/object_info", "/system_stats", "/courier/health"}
+    assert {path for _, path, _ in ROUTES} >= {"/prompt", "/ws", "/view", "/upload/image", "/history/{}", "/queue",
+                                               "/interrupt", "/object_info", "/system_stats", "/courier/health"}
 
 
 @pytest.mark.parametrize("request_line", [
@@ -135,16 +154,16 @@ def test_the_allowlist_is_data():
 ])
 async def test_hostile_requests_never_reach_comfyui(proxied, request_line):
     url, backend = proxied
-    status, body = await raw_request(url, request_line, "Content-Length: 0\r\n")
+    status, body = await raw_request(url, request_line, f"{CREDENTIAL_HEADER}: {TOKEN}\r\nContent-Length: 0\r\n")
     assert (status, body) == (403, b"not available through the hidden service\n")
     assert backend.seen == []
 
 
 async def test_allowed_requests_reach_comfyui_with_path_and_query_unchanged(proxied):
     url, backend = proxied
-    status, body = await raw_request(url, "GET /api/history/abc%20d?max_items=1&x=%2F")
-    assert (status, body) == (200, b"backend GET /api/history/abc%20d")
-    assert backend.seen[0][:2] == ("GET", "/api/history/abc%20d")
+    status, body = await raw_request(url, "GET /api/object_info/abc%20d?max_items=1&x=%2F")
+    assert (status, body) == (200, b"backend GET /api/object_info/abc%20d")
+    assert backend.seen[0][:2] == ("GET", "/api/object_info/abc%20d")
 
 
 async def test_the_target_is_fixed(proxied):
@@ -160,21 +179,24 @@ async def test_the_target_is_fixed(proxied):
     other.router.add_get("/{tail:.*}", record)
     async with serve_app(other) as other_url:
         port = other_url.rsplit(":", 1)[1]
-        status, body = await raw_request(url, f"GET {other_url}/system_stats", f"X-Forwarded-Host: 127.0.0.1:{port}\r\n")
+        status, body = await raw_request(url, f"GET {other_url}/system_stats",
+                                         f"{CREDENTIAL_HEADER}: {TOKEN}\r\nX-Forwarded-Host: 127.0.0.1:{port}\r\n")
         assert (status, body) == (200, b"backend GET /system_stats")
         async with aiohttp.ClientSession() as session:
-            async with session.get(f"{url}/system_stats", headers={"Host": f"127.0.0.1:{port}"}) as reply:
+            async with session.get(f"{url}/system_stats", headers={"Host": f"127.0.0.1:{port}", **AUTH}) as reply:
                 assert await reply.text() == "backend GET /system_stats"
     assert elsewhere == []
-    assert backend.seen[-1][2]["Host"] == f"127.0.0.1:{port}"  # passed on, as anon did before the proxy
+    target_port = backend.seen[-1][2]["Host"].rsplit(":", 1)[1]
+    assert backend.seen[-1][2]["Host"] == f"127.0.0.1:{target_port}" != f"127.0.0.1:{port}"  # ComfyUI's own
+    assert CREDENTIAL_HEADER not in backend.seen[-1][2]  # the credential stays at the gateway
 
 
 async def test_hop_by_hop_headers_are_dropped_both_ways(proxied):
     url, backend = proxied
     async with aiohttp.ClientSession() as session:
-        async with session.post(f"{url}/prompt", data=b"{}", headers={
+        async with session.post(f"{url}/courier/files/delete", data=b"{}", headers={
                 "Connection": "keep-alive, X-Hop", "X-Hop": "1", "Proxy-Authorization": "Basic eA==",
-                "TE": "trailers", "X-End-To-End": "kept", "Cookie": "a=1"}) as reply:
+                "TE": "trailers", "X-End-To-End": "kept", "Cookie": "a=1", **AUTH}) as reply:
             assert reply.status == 200
             assert reply.headers["X-Backend"] == "yes"
             assert "Proxy-Authenticate" not in reply.headers and "timeout=5" not in reply.headers.get("Keep-Alive", "")
@@ -187,31 +209,45 @@ async def test_downloads_stream_without_being_buffered(proxied):
     """The test receives /view's first chunk while the backend still holds back the second."""
     url, backend = proxied
     async with aiohttp.ClientSession() as session:
-        async with session.get(f"{url}/view", params={"filename": "a.png", "type": "output"}) as reply:
+        async with session.get(f"{url}/view", params={"filename": "a.png", "subfolder": "courier", "type": "output"},
+                               headers=AUTH) as reply:
             first = await asyncio.wait_for(reply.content.readexactly(65536), WAIT_S)
             assert first == b"A" * 65536 and backend.first_chunk_out.is_set()
             backend.release_rest.set()
             assert await asyncio.wait_for(reply.content.read(), WAIT_S) == b"B" * 65536
 
 
-async def test_uploads_stream_without_being_buffered(proxied):
-    """The backend starts reading the upload before the client has sent all of it."""
+def upload_form(subfolder="courier", filename="in.png", folder="input", overwrite="true") -> aiohttp.FormData:
+    form = aiohttp.FormData()
+    form.add_field("image", b"\x89PNG-bytes", filename=filename, content_type="image/png")
+    form.add_field("type", folder)
+    form.add_field("subfolder", subfolder)
+    form.add_field("overwrite", overwrite)
+    return form
+
+
+async def test_uploads_are_checked_whole_and_passed_unchanged(proxied):
+    """The gateway reads the form (the fields come after the file), checks it, and sends the same bytes on."""
     url, backend = proxied
-
-    async def body():
-        yield b"first"
-        await asyncio.wait_for(backend.upload_started.wait(), WAIT_S)
-        yield b"-" * 100000
-
-    async with aiohttp.ClientSession() as session:
-        async with session.post(f"{url}/upload/image", data=body()) as reply:
-            assert await reply.json() == {"received": 100005, "first": "first"}
+    async with aiohttp.ClientSession(headers=AUTH) as session:
+        async with session.post(f"{url}/upload/image", data=upload_form()) as reply:
+            assert reply.status == 200
+            received = (await reply.json())["received"]
+        for form in (upload_form(subfolder=""), upload_form(subfolder="courier/../x"), upload_form(subfolder="/tmp"),
+                     upload_form(filename="../victim.png"), upload_form(folder="output", subfolder="private"),
+                     upload_form(subfolder="courier\\..\\x")):
+            async with session.post(f"{url}/upload/image", data=form) as reply:
+                assert reply.status == 403, await reply.text()
+        async with session.post(f"{url}/upload/image", data=b"x" * (32 * 2**20 + 1),
+                                headers={"Content-Type": "multipart/form-data; boundary=b"}) as reply:
+            assert reply.status == 413
+    assert received > 100 and [seen[:2] for seen in backend.seen] == [("POST", "/upload/image")]
 
 
 async def test_websocket_frames_pass_both_ways(proxied):
     url, backend = proxied
     async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(f"{url}/ws", params={"clientId": "c1"}) as ws:
+        async with session.ws_connect(f"{url}/ws", params={"clientId": "c1"}, headers=AUTH) as ws:
             greeting = await ws.receive(WAIT_S)
             assert (greeting.type, greeting.data) == (WSMsgType.BINARY, PREVIEW)  # ComfyUI -> client, binary
             await ws.send_str('{"type": "hello"}')
@@ -233,6 +269,43 @@ async def test_expose_ui_passes_everything_but_keeps_the_target():
 async def test_an_unreachable_comfyui_is_a_502():
     async with serve_app(web.Application()) as gone:
         pass
-    async with serve_app(gateway_app(gone)) as url:
+    async with serve_app(gateway_app(gone, policy=policy())) as url:
         status, body = await raw_request(url, "GET /system_stats")
     assert status == 502 and body == b"ComfyUI is not reachable\n"
+
+
+async def test_without_the_credential_everything_is_refused(proxied):
+    url, backend = proxied
+    for headers in ("", f"{CREDENTIAL_HEADER}: wrong\r\n", f"{CREDENTIAL_HEADER}: \r\n"):
+        for line in ("GET /system_stats", "GET /courier/health", "GET /view?filename=a.png&subfolder=courier",
+                     "POST /courier/files/delete", "GET /object_info"):
+            assert await raw_request(url, line, headers + "Content-Length: 0\r\n") == (
+                403, b"not available through the hidden service\n")
+    assert backend.seen == []
+
+
+async def test_each_of_several_credentials_passes():
+    backend = Backend()
+    async with serve_app(backend.app()) as target, \
+            serve_app(gateway_app(target, policy=policy("one", "two"))) as url:
+        for token in ("one", "two"):
+            assert (await raw_request(url, "GET /system_stats", f"{CREDENTIAL_HEADER}: {token}\r\n"))[0] == 200
+        assert (await raw_request(url, "GET /system_stats", f"{CREDENTIAL_HEADER}: three\r\n"))[0] == 403
+
+
+@pytest.mark.parametrize("query, status", [
+    ("filename=a.png&subfolder=courier&type=output", 200),
+    ("filename=a.png&subfolder=courier/bench&type=temp", 200),
+    ("filename=a.png&subfolder=courier&type=input", 200),
+    ("filename=a.png&type=output", 403), ("filename=a.png&subfolder=&type=output", 403),
+    ("filename=a.png&subfolder=private&type=output", 403), ("filename=a.png&subfolder=courier/..&type=output", 403),
+    ("filename=a.png&subfolder=courier/../x&type=output", 403), ("filename=../a.png&subfolder=courier", 403),
+    ("filename=a.png&subfolder=courier&subfolder=private", 403), ("filename=a.png&subfolder=/etc", 403),
+    ("filename=a.png&subfolder=courier&type=models", 403), ("subfolder=courier", 403),
+    ("filename=a.png&subfolder=courierx", 403),
+])
+async def test_view_is_only_for_couriers_files(query, status):
+    backend = Backend()
+    backend.release_rest.set()
+    async with serve_app(backend.app()) as target, serve_app(gateway_app(target, policy=policy())) as url:
+        assert (await raw_request(url, f"GET /view?{query}"))[0] == status

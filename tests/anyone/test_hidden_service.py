@@ -10,13 +10,17 @@ from comfyui_courier.anyone import (
     generate_client_auth,
     qr_png,
 )
+from comfyui_courier.anyone.gateway import digest
 from comfyui_courier.anyone.hidden_service import (
     ADDRESS as ADDRESS_FORMAT,
 )
 from comfyui_courier.anyone.hidden_service import (
     BOT_HOST,
+    CREDENTIAL,
+    CREDENTIALS,
     HiddenService,
     _x25519,
+    bot_credentials,
     write_client_credential,
 )
 
@@ -85,11 +89,19 @@ async def test_provision_authorizes_this_hosts_bot_once(tmp_path):
     public = (hs.clients_dir / f"{BOT_HOST}.auth").read_text().strip().split(":")[2]
     assert onion == ADDRESS.removesuffix(".anon")
     assert _x25519(base64.b32decode(private + "===="), (9).to_bytes(32, "little")) == base64.b32decode(public + "====")
+    line = (tmp_path / CREDENTIALS / f"{BOT_HOST}{CREDENTIAL}").read_text().split()
+    assert line[0] == ADDRESS and stat.S_IMODE((tmp_path / CREDENTIALS / f"{BOT_HOST}{CREDENTIAL}").stat().st_mode) == 0o600
+    assert hs.credential_digests() == {digest(line[1])}  # the backend keeps only the hash
+    assert line[1] not in (hs.clients_dir / f"{BOT_HOST}{CREDENTIAL}").read_text()
+    assert bot_credentials(tmp_path / CREDENTIALS) == {ADDRESS: line[1]}
     assert await hs.provision(tmp_path / "no-anon-needed", tmp_path / "client_auth") is None  # once
     assert [p.name for p in (tmp_path / "client_auth").iterdir()] == [f"{BOT_HOST}.auth_private"]
-    off = HiddenService(tmp_path / "off", client_auth=False)
-    assert await off.provision(tmp_path / "no-anon-needed", tmp_path / "off-auth") is None
-    assert not (tmp_path / "off-auth").exists()
+    off = HiddenService(tmp_path / "off", client_auth=False)  # a credential all the same: the gateway wants it
+    (off.dir).mkdir(parents=True)
+    (off.dir / "hostname").write_text(ADDRESS + "\n")
+    assert await off.provision(tmp_path / "no-anon-needed", tmp_path / "off" / "client_auth") is not None
+    assert len(off.credential_digests()) == 1 and (tmp_path / "off" / CREDENTIALS / f"{BOT_HOST}{CREDENTIAL}").exists()
+    assert off.remove_client(BOT_HOST) and off.credential_digests() == frozenset()
 
 
 async def test_anon_creates_the_keys_with_the_network_disabled(anon_binary, tmp_path):
@@ -136,9 +148,12 @@ def test_anyone_client_command(tmp_path, capsys):
     (tmp_path / "anyone" / "hs" / "hostname").write_text(ADDRESS)
     assert main(["--data-dir", str(tmp_path), "add", "phone"]) == 0
     out, err = capsys.readouterr()
-    assert out.count("\n") == 1 and out.startswith(ADDRESS.removesuffix(".anon") + ":descriptor:x25519:")
-    assert out.strip() not in err and "secret" in err  # the line alone on stdout: `add phone > phone.auth_private`
-    for where in ("phone.auth_private", "anyone/client_auth/", "ClientOnionAuthDir", f"http://{ADDRESS}/"):
+    key_line, credential_line = out.splitlines()  # the two secret lines alone on stdout, the key first
+    assert key_line.startswith(ADDRESS.removesuffix(".anon") + ":descriptor:x25519:")
+    assert credential_line.split()[0] == ADDRESS and len(credential_line.split()) == 2
+    assert key_line not in err and credential_line.split()[1] not in err and "secret" in err
+    for where in ("phone.auth_private", "anyone/client_auth/", "ClientOnionAuthDir", f"http://{ADDRESS}/",
+                  "phone.credential", "anyone/credentials/"):
         assert where in err
     assert main(["--data-dir", str(tmp_path), "list"]) == 0
     assert capsys.readouterr().out.split() == ["phone"]

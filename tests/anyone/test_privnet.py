@@ -21,9 +21,11 @@ from comfyui_courier.anyone import (
     telegram_proxy_url,
     write_client_credential,
 )
+from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER
 from comfyui_courier.config import Settings
 from comfyui_courier.tests.fixtures.anyone import (
     share_client_key,
+    shared_credential,
     socket_owner,
     tcp_clients,
 )
@@ -102,13 +104,15 @@ def watch(fake: FakeComfy, service, privnet) -> None:
                        **{n.process.pid: f"privnet {n.role} {n.name}" for n in privnet.nodes if n.process}}
 
 
-async def get_stats(url: str, socks_url: str) -> dict:
-    """GET /system_stats through Anyone (private mode), retried on fresh circuits until REACH_S."""
+async def get_stats(url: str, socks_url: str, credential: str) -> dict:
+    """GET /system_stats through Anyone (private mode) with a bot-host credential, retried on fresh circuits
+    until REACH_S."""
     deadline = time.monotonic() + REACH_S
     attempt = aiohttp.ClientTimeout(total=ATTEMPT_S)
     while True:
         try:
-            async with make_session(url, Settings(private_mode=True), socks_url) as session, \
+            async with make_session(url, Settings(private_mode=True), socks_url,
+                                    headers={CREDENTIAL_HEADER: credential}) as session, \
                     session.get(f"{url}/system_stats", timeout=attempt) as reply:
                     reply.raise_for_status()
                     return await reply.json()
@@ -138,7 +142,8 @@ async def test_request_reaches_loopback_comfyui_through_hidden_service(
     assert address and address.endswith(".anon") and len(address) == 61
     assert service.health()["state"] == "ok" and service.health()["bootstrap"] == 100
     watch(fake_comfyui, service, anyone_privnet)
-    stats = await get_stats(f"http://{address}", service.socks_url)  # this host's anon holds the bot-host key
+    stats = await get_stats(f"http://{address}", service.socks_url,  # this host's anon holds the bot-host key
+                            shared_credential(service.dir.parent))
     assert stats["system"]["comfyui_version"] == "fake"
     # delivered by the hidden service's anon into the gateway (direct or exit traffic would show another owner)
     assert fake_comfyui.callers[-1] == ["the hidden service's anon"], fake_comfyui.callers
@@ -149,10 +154,13 @@ async def test_bot_routes_pass_the_onion_and_nothing_else(anyone_service_factory
     ComfyUI-Manager routes answer 403 from the gateway and never reach ComfyUI."""
     service = await anyone_service_factory(fake_comfyui.url)
     url = f"http://{service.onion_address}"
-    await get_stats(url, service.socks_url)
+    credential = shared_credential(service.dir.parent)
+    await get_stats(url, service.socks_url, credential)
     timeout = aiohttp.ClientTimeout(total=REACH_S)
-    async with make_session(url, Settings(private_mode=True), service.socks_url) as session:
-        async with session.post(f"{url}/prompt", json={"prompt": {}, "prompt_id": "onion-1"}, timeout=timeout) as reply:
+    async with make_session(url, Settings(private_mode=True), service.socks_url,
+                            headers={CREDENTIAL_HEADER: credential}) as session:
+        async with session.post(f"{url}/prompt", json={"prompt": {}, "prompt_id": "onion-1", "client_id": "bot-1"},
+                                timeout=timeout) as reply:
             assert reply.status == 200 and (await reply.json())["prompt_id"] == "onion-1"
         async with session.ws_connect(f"{url}/ws", params={"clientId": "bot-1"}) as ws:
             status = await ws.receive(REACH_S)
@@ -181,23 +189,25 @@ async def test_client_authorization(anyone_privnet, anyone_service_factory, fake
 
     share_client_key(tmp_path / "comfy", tmp_path / "bot")  # what the operator copies to another bot host
     bot = await anyone_service_factory(data_dir=tmp_path / "bot")
-    assert (await get_stats(url, bot.socks_url))["system"]["comfyui_version"] == "fake"
+    credential = shared_credential(tmp_path / "comfy")
+    assert (await get_stats(url, bot.socks_url, credential))["system"]["comfyui_version"] == "fake"
 
-    late_line = await service.add_client("late")  # authorized while running: anon reloads
+    late_line, late_credential = await service.add_client("late")  # authorized while running: anon reloads
     write_client_credential(tmp_path / "late" / "anyone" / "client_auth", "comfy", late_line)
     late = await anyone_service_factory(data_dir=tmp_path / "late")
-    assert (await get_stats(url, late.socks_url))["system"]["comfyui_version"] == "fake"
+    assert (await get_stats(url, late.socks_url, late_credential.split()[1]))["system"]["comfyui_version"] == "fake"
 
     opened = await anyone_service_factory(fake_comfyui.url, data_dir=tmp_path / "open", anyone_client_auth=False)
-    assert "CLIENT AUTHORIZATION IS OFF" in opened.health()["warning"] and opened.hidden_service.clients() == []
-    stats = await get_stats(f"http://{opened.onion_address}", anyone_privnet.socks_url)  # no key needed now
+    assert "CLIENT AUTHORIZATION IS OFF" in opened.health()["warning"]
+    stats = await get_stats(f"http://{opened.onion_address}", anyone_privnet.socks_url,  # no key needed now
+                            shared_credential(tmp_path / "open"))
     assert stats["system"]["comfyui_version"] == "fake"
 
 
 async def test_killed_anon_is_restarted_and_keeps_its_address(anyone_privnet, anyone_service_factory, fake_comfyui):
     service = await anyone_service_factory(fake_comfyui.url)
     address, pid = service.onion_address, service.process.pid
-    await get_stats(f"http://{address}", service.socks_url)
+    await get_stats(f"http://{address}", service.socks_url, shared_credential(service.dir.parent))
 
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
@@ -206,7 +216,7 @@ async def test_killed_anon_is_restarted_and_keeps_its_address(anyone_privnet, an
         await asyncio.sleep(0.1)
     assert service.process.pid != pid
     assert service.onion_address == address
-    await get_stats(f"http://{address}", service.socks_url)
+    await get_stats(f"http://{address}", service.socks_url, shared_credential(service.dir.parent))
 
 
 async def test_bot_traffic_through_an_exit_reaches_loopback(anyone_privnet, fake_comfyui):

@@ -48,6 +48,8 @@ async def test_client_auth_is_on_by_default_and_never_publishes_without_a_client
 
 async def test_opting_out_of_client_auth_is_loud(tmp_path, caplog):
     fake_anon(tmp_path)
+    (tmp_path / "anyone" / "hs").mkdir(parents=True)  # keys made before (the stand-in anon makes none)
+    (tmp_path / "anyone" / "hs" / "hostname").write_text("a" * 56 + ".anon\n")
     service, _ = await started(tmp_path, anyone_enabled=True, anyone_agree_to_terms=True,
                                     anyone_client_auth=False)
     try:
@@ -56,6 +58,7 @@ async def test_opting_out_of_client_auth_is_loud(tmp_path, caplog):
         assert any("CLIENT AUTHORIZATION IS OFF" in r.getMessage() and r.levelname == "WARNING"
                    for r in caplog.records)
         assert not list((service.hidden_service.dir / "authorized_clients").iterdir())
+        assert len(service.gateway.policy.credentials) == 1  # the gateway still wants a credential
     finally:
         await service.stop()
 
