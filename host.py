@@ -11,21 +11,29 @@ from pathlib import Path
 
 from aiohttp import web
 
+from .editor_proof import EDITOR_GATE, EditorGate, allowed_chat
+from .logs import get_logger
 from .runtime import COURIER, Courier
 from .server_routes import ROUTE_TABLES
-from .logs import get_logger
+from .server_routes.host_guard import host_guard
 
 log = get_logger("host")
 
 
 def attach(prompt_server) -> None:
-    """Register routes and the service lifecycle on ComfyUI's PromptServer."""
+    """Register the Host check, the editor gate, routes and the service lifecycle on ComfyUI's PromptServer."""
     app: web.Application = prompt_server.app
     if app.router.frozen:
         log.error("ComfyUI's router is already frozen; Courier is off")
         return
     courier = Courier.for_comfyui(*_comfyui_locations())
     app[COURIER] = courier
+    app.middlewares.insert(0, host_guard(courier.settings))  # before ComfyUI's own: a refused Host goes no further
+    settings = courier.settings
+    gate = EditorGate(settings.admin_token.reveal() if settings is not None else "",
+                      lambda chat_id: allowed_chat(settings, chat_id))
+    app[EDITOR_GATE] = gate
+    prompt_server.add_on_prompt_handler(gate.on_prompt)
     for table in ROUTE_TABLES:  # ComfyUI serves its route table under / and /api/ (the frontend uses /api)
         for route in table:
             prompt_server.routes.route(route.method, route.path, **route.kwargs)(route.handler)

@@ -47,6 +47,7 @@ from PIL import Image, ImageFilter, ImageOps
 from .. import imaging
 from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
 from ..nodes import NODE_CLASS_MAPPINGS as PACK_NODES
+from ..nodes.telegram_output import courier_prefix
 
 COMFYUI_VERSION = "0.3.64"
 FEATURE_FLAGS = {"supports_preview_metadata": True, "max_upload_size": 104857600}
@@ -177,6 +178,10 @@ def _telegram_output(fake, filename_prefix="courier/result", images=None, video=
                      keep_metadata=False, send_to_chat="", bot_job=""):
     if images is None or video is not None or images_as != "images":
         raise _Failure("the fake ComfyUI delivers still images only", "NotImplementedError")
+    try:
+        filename_prefix = courier_prefix(filename_prefix)  # under output/courier/, as the node's
+    except ValueError as exc:
+        raise _Failure(str(exc), "ValueError") from None
     refs = fake.save_images(images, filename_prefix, "output")
     pngs = [fake.files[("output", ref["subfolder"], ref["filename"])] for ref in refs]
     if bot_job and sum(map(len, pngs)) <= PUSH_MAX_BYTES:  # pushed to the queuing client, as the node's hand_back

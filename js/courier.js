@@ -1,6 +1,8 @@
 // ComfyUI Courier: the "Courier" sidebar tab and the workflow menu's "Publish as Telegram command".
+import { api } from "../../scripts/api.js";
 import { app } from "../../scripts/app.js";
 import { renderPanel } from "./courier/panel.js";
+import { signPrompts } from "./courier/proof.js";
 import { publishFromMenu } from "./courier/publish.js";
 
 app.registerExtension({
@@ -11,6 +13,7 @@ app.registerExtension({
   ],
   menuCommands: [{ path: ["Workflow"], commands: ["Courier.PublishAsCommand"] }],
   async setup() {
+    signPrompts(api);
     app.extensionManager?.registerSidebarTab?.({
       id: "courier",
       icon: "pi pi-send",

@@ -82,19 +82,24 @@ class TelegramInput:
 
 
 def load_input_image(name: str):
-    import folder_paths
-
-    with open(folder_paths.get_annotated_filepath(name), "rb") as fh:
-        return imaging.decode_image(fh.read(), max_bytes=512 * 2**20)
+    return imaging.decode_image(read_input(name), max_bytes=512 * 2**20)
 
 
 def file_digest(name: str) -> str:
     import hashlib
 
+    return hashlib.sha256(read_input(name)).hexdigest()
+
+
+def read_input(name: str) -> bytes:
+    """The bytes of input file ``name``; an error names it as given, not by its server path (``/history``)."""
     import folder_paths
 
-    with open(folder_paths.get_annotated_filepath(name), "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
+    try:
+        with open(folder_paths.get_annotated_filepath(name), "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise FileNotFoundError(f"cannot read the input image {name!r}: {exc.strerror or type(exc).__name__}") from None
 
 
 def input_image_exists(name: str) -> bool:

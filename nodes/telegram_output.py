@@ -3,8 +3,11 @@
 A bot job's results are sent by the dispatcher, which reads this node's UI output. The bot
 sets ``bot_job`` on each job's node, which then hands it the files without a ``/view`` round
 trip (``hand_back``). Run from the editor with ``send_to_chat`` set, the node sends the render
-itself through the running Courier's bot ("send this render to my Telegram"); publishing the
-graph as a command resets that input, so bot jobs never send twice.
+itself through the running Courier's bot ("send this render to my Telegram"), but only when
+Courier's editor gate approved that prompt (``editor_proof``): anyone who can queue a prompt could
+set the input. Publishing the graph as a command resets it, so bot jobs never send twice. Files go
+under ``output/courier/`` whatever ``filename_prefix`` says, and errors name them relative to
+ComfyUI's folders (they land in ``/history``).
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .. import imaging
+from ..editor_proof import EDITOR_GATE
 from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
 
 IMAGES_AS = ("images", "animation")
 CHAT_ID = re.compile(r"-?[0-9]{1,20}")
+SUBFOLDER = "courier"
 SEND_TIMEOUT_S = 120.0
 
 
@@ -83,9 +88,13 @@ class TelegramOutput:
         }
 
     @classmethod
-    def VALIDATE_INPUTS(cls, send_to_chat=""):
+    def VALIDATE_INPUTS(cls, filename_prefix="courier/result", send_to_chat=""):
         if send_to_chat.strip() and not CHAT_ID.fullmatch(send_to_chat.strip()):
             return f"send_to_chat must be a Telegram chat id (a number), not {send_to_chat!r}"
+        try:
+            courier_prefix(filename_prefix)
+        except ValueError as exc:
+            return str(exc)
         return True
 
     async def deliver(self, filename_prefix="courier/result", images=None, video=None, images_as="images",
@@ -94,6 +103,7 @@ class TelegramOutput:
             raise ValueError("connect either images or a video to Telegram Output "
                              "(use two Telegram Output nodes to send both)")
         metadata = workflow_metadata(prompt, extra_pnginfo) if keep_metadata else None
+        filename_prefix = courier_prefix(filename_prefix)
         if video is None and images_as == "images":
             saved = save_images(images, output_target(filename_prefix, images.shape[2], images.shape[1]), metadata)
             ui = {"images": [s.ref for s in saved]}
@@ -104,9 +114,37 @@ class TelegramOutput:
             ui = {"images": [s.ref for s in saved], "animated": (True,)}  # as ComfyUI's SaveVideo
         if bot_job:
             hand_back(saved)
-        if send_to_chat.strip():
-            await send_from_editor(*running_courier(), int(send_to_chat.strip()), [s.path for s in saved])
+        chat, refusal = editor_verdict(send_to_chat, prompt)
+        if chat is not None:
+            await send_from_editor(*running_courier(), chat, saved)
+        elif refusal is not None:
+            ui["text"] = [f"not sent to Telegram: {refusal}"]  # the files are saved all the same
         return {"ui": ui}
+
+
+def courier_prefix(filename_prefix: str) -> str:
+    """``filename_prefix`` under ``courier/`` (added when missing); ValueError for a way out of it."""
+    prefix = filename_prefix.strip()
+    parts = re.split(r"[/\\]", prefix)
+    if not prefix or prefix.startswith(("/", "\\")) or ":" in prefix or ".." in parts:
+        raise ValueError(f"filename_prefix must be a relative name under {SUBFOLDER}/ without '..', "
+                         f"not {filename_prefix!r}")
+    return prefix if parts[0] == SUBFOLDER and len(parts) > 1 else f"{SUBFOLDER}/{prefix}"
+
+
+def editor_verdict(send_to_chat: str, prompt) -> tuple[int | None, str | None]:
+    """(the chat the editor gate approved for this node of the running prompt, or None; why not)."""
+    try:
+        from comfy_execution.utils import get_executing_context
+        from server import PromptServer
+    except ImportError:  # outside ComfyUI nothing can have approved it
+        context = gate = None
+    else:
+        context = get_executing_context()
+        gate = PromptServer.instance.app.get(EDITOR_GATE)
+    if context is None or gate is None:
+        return None, "Courier's editor check is not loaded" if send_to_chat.strip() else None
+    return gate.take(context.prompt_id, context.node_id, send_to_chat, prompt or {})
 
 
 def workflow_metadata(prompt, extra_pnginfo) -> dict[str, Any]:
@@ -214,14 +252,20 @@ async def send_files(bot, chat_id: int, paths: list[str]) -> list[dict[str, Any]
     return sent
 
 
-async def send_from_editor(courier, loop: asyncio.AbstractEventLoop, chat_id: int, paths: list[str]) -> None:
+async def send_from_editor(courier, loop: asyncio.AbstractEventLoop, chat_id: int, saved: list[Saved]) -> None:
     """Send through ``courier``'s bot on ``loop`` (the server's, where the bot lives)."""
     if courier is None or courier.bot is None:
         reason = courier.health.report()["bot"]["reason"] if courier is not None else "Courier is not loaded"
         raise RuntimeError(f"cannot send to Telegram chat {chat_id}: the bot is not running ({reason}); "
-                           f"the render is saved in {os.path.dirname(paths[0])}")
-    future = asyncio.run_coroutine_threadsafe(send_files(courier.bot.application.bot, chat_id, paths), loop)
+                           f"the render is saved as {relative_name(saved[0])}")
+    future = asyncio.run_coroutine_threadsafe(
+        send_files(courier.bot.application.bot, chat_id, [s.path for s in saved]), loop)
     await asyncio.wait_for(asyncio.wrap_future(future), SEND_TIMEOUT_S)
+
+
+def relative_name(saved: Saved) -> str:
+    """Where ``saved`` is, as ComfyUI's folders name it (``output/courier/x_00001_.png``): no server path."""
+    return "/".join(part for part in (saved.ref["type"], saved.ref["subfolder"], saved.ref["filename"]) if part)
 
 
 def running_courier():

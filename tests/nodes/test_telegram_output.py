@@ -8,14 +8,21 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from PIL import Image
-from telegram import Bot
-
 from comfyui_courier.health import Health
 from comfyui_courier.nodes import telegram_output
-from comfyui_courier.nodes.telegram_output import (Target, TelegramOutput, save_images, save_video, send_files,
-                                                   send_from_editor, strip_video_metadata, workflow_metadata)
+from comfyui_courier.nodes.telegram_output import (
+    Target,
+    TelegramOutput,
+    save_images,
+    save_video,
+    send_files,
+    send_from_editor,
+    strip_video_metadata,
+    workflow_metadata,
+)
 from comfyui_courier.tests.support.requires import require_module
+from PIL import Image
+from telegram import Bot
 
 torch = require_module("torch", "ComfyUI's requirements bring it")
 needs_av = pytest.mark.usefixtures("pyav")
@@ -181,7 +188,7 @@ async def test_send_files_sends_images_losslessly_and_videos_as_video(tmp_path, 
 async def test_send_from_editor_uses_the_running_bot(tmp_path, bot, botapi_bot):
     (png,) = save_images(frames(1), target(tmp_path), None)
     courier = SimpleNamespace(bot=SimpleNamespace(application=SimpleNamespace(bot=bot)), health=Health("bot"))
-    await send_from_editor(courier, asyncio.get_running_loop(), 4242, [png.path])
+    await send_from_editor(courier, asyncio.get_running_loop(), 4242, [png])
     assert botapi_bot.outbox[0].method == "sendDocument"
 
 
@@ -189,7 +196,21 @@ async def test_send_from_editor_says_why_when_the_bot_is_not_running(tmp_path):
     health = Health("bot")
     health.set("bot", "off", "TELEGRAM_BOT_TOKEN is not set")
     courier = SimpleNamespace(bot=None, health=health)
-    with pytest.raises(RuntimeError, match="bot is not running \\(TELEGRAM_BOT_TOKEN is not set\\)"):
-        await send_from_editor(courier, asyncio.get_running_loop(), 4242, [str(tmp_path / "x.png")])
+    saved = target(tmp_path).file(0, ".png")
+    with pytest.raises(RuntimeError, match="bot is not running \\(TELEGRAM_BOT_TOKEN is not set\\); the render is "
+                                           "saved as output/courier/result_00007_.png$"):  # no server path
+        await send_from_editor(courier, asyncio.get_running_loop(), 4242, [saved])
     with pytest.raises(RuntimeError, match="Courier is not loaded"):
-        await send_from_editor(None, asyncio.get_running_loop(), 4242, [str(tmp_path / "x.png")])
+        await send_from_editor(None, asyncio.get_running_loop(), 4242, [saved])
+
+
+@pytest.mark.parametrize("prefix,kept", [("courier/result", "courier/result"), ("result", "courier/result"),
+                                         ("other/x", "courier/other/x"), ("courier", "courier/courier")])
+def test_filename_prefix_is_kept_under_courier(prefix, kept):
+    assert telegram_output.courier_prefix(prefix) == kept
+
+
+@pytest.mark.parametrize("prefix", ["../x", "courier/../../x", "/abs/x", "\\x", "c:x", "", "a\\..\\..\\x"])
+def test_filename_prefix_cannot_leave_courier(prefix):
+    assert "filename_prefix must be a relative name under courier/" in TelegramOutput.VALIDATE_INPUTS(
+        filename_prefix=prefix)

@@ -1,0 +1,192 @@
+"""Threat row: a web page in the operator's browser, against ComfyUI's port and the pack's routes.
+
+A real ComfyUI with the pack and its bot (against the Bot API emulator). The page cannot make the
+bot send: an unproved ``send_to_chat`` is blanked by the editor gate (the render is still saved and
+the node says why), a proof counts once, for its graph and chat, within five minutes, for an
+allowed user; under DNS rebinding (a forged Host, and Chromium mapping evil.example to 127.0.0.1)
+every route answers 403; a cross-origin POST from another loopback port is refused by ComfyUI.
+"""
+
+import asyncio
+import json
+import secrets
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from aiohttp import web
+from comfyui_courier.editor_proof import PROOF_KEY, sign
+from comfyui_courier.tests.browser.cdp import Chromium
+from comfyui_courier.tests.fixtures.comfyui import free_port
+from comfyui_courier.tests.support.requires import require_chromium
+
+TOKEN = "editor-token-" + "x" * 20
+USER = 4242  # on the allowlist
+STRANGER = 5555  # not on it
+BOOT_S = 90
+_LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def graph(chat: str, prefix: str = "courier/webpage") -> dict:
+    return {"1": {"class_type": "EmptyImage", "inputs": {"width": 16, "height": 16, "batch_size": 1, "color": 0}},
+            "2": {"class_type": "CourierTelegramOutput",
+                  "inputs": {"filename_prefix": prefix, "images": ["1", 0], "send_to_chat": chat}}}
+
+
+def proof(prompt: dict, *, age_s: float = 0.0, token: str = TOKEN) -> dict:
+    return sign(token, prompt, int((time.time() - age_s) * 1000), secrets.token_hex(16))
+
+
+def request(server, method: str, path: str, body=None, headers=None) -> tuple[int, dict | str]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(server.url + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with _LOCAL.open(req, timeout=30) as reply:
+            status, text = reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, text = exc.code, exc.read().decode()
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+async def queue_and_wait(server, prompt: dict, proof_: dict | None = None) -> dict:
+    """POST /prompt as a page or the editor would; the prompt's /history record once it is done."""
+    extra = {PROOF_KEY: proof_} if proof_ is not None else {}
+    status, reply = await asyncio.to_thread(request, server, "POST", "/prompt",
+                                            {"prompt": prompt, "client_id": "page", "extra_data": extra})
+    assert status == 200, reply
+    prompt_id = reply["prompt_id"]
+    deadline = time.monotonic() + 60
+    while True:
+        _, history = await asyncio.to_thread(request, server, "GET", f"/history/{prompt_id}")
+        if prompt_id in history and history[prompt_id]["status"].get("completed") is not None:
+            record = history[prompt_id]
+            assert record["status"]["status_str"] == "success", json.dumps(record["status"]["messages"])[-2000:]
+            return record
+        assert time.monotonic() < deadline, f"prompt {prompt_id} did not finish\n{server.log_tail()}"
+        await asyncio.sleep(0.2)
+
+
+def sent_to(bot, chat: int) -> list:
+    return [c for c in bot.calls if c.method in ("sendDocument", "sendPhoto")
+            and str(c.params.get("chat_id")) == str(chat)]
+
+
+async def bot_settled(server) -> None:
+    deadline = time.monotonic() + BOOT_S
+    while True:
+        health = await asyncio.to_thread(server.get_json, "/courier/health")
+        bot = health["components"]["bot"]
+        if bot["state"] == "ok":
+            return
+        assert bot["state"] in ("starting", "off") and time.monotonic() < deadline, f"{health}\n{server.log_tail()}"
+        await asyncio.sleep(0.25)
+
+
+@pytest.fixture
+async def comfyui_with_bot(comfyui_factory, botapi, botapi_bot, pg_database):
+    server = comfyui_factory(start=False, env={
+        "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
+        "COURIER_DATABASE_URL": pg_database, "COURIER_ADMIN_TOKEN": TOKEN,
+        "COURIER_ALLOWED_USERS": str(USER)})
+    await asyncio.to_thread(server.start)
+    await bot_settled(server)
+    return server
+
+
+async def test_send_to_chat_needs_a_fresh_proof_for_its_graph_and_an_allowed_chat(comfyui_with_bot, botapi_bot):
+    server = comfyui_with_bot
+    botapi_bot.inject_text(USER, "/help")  # a user who has started the bot
+    botapi_bot.inject_text(STRANGER, "/help")
+    # the attack of issue 17: one unauthenticated POST /prompt
+    record = await queue_and_wait(server, graph(str(USER)))
+    (ref,) = record["outputs"]["2"]["images"]
+    assert (server.base_directory / "output" / ref["subfolder"] / ref["filename"]).is_file()  # still saved
+    assert "no proof of the editor" in record["outputs"]["2"]["text"][0]
+    assert record["prompt"][2]["2"]["inputs"]["send_to_chat"] == ""  # blanked before it ran
+    assert sent_to(botapi_bot, USER) == []
+
+    valid = proof(graph(str(USER), "courier/proved"))
+    record = await queue_and_wait(server, graph(str(USER), "courier/proved"), valid)
+    assert "text" not in record["outputs"]["2"]
+    assert PROOF_KEY not in record["prompt"][3]  # the proof is not left in /history
+    assert len(sent_to(botapi_bot, USER)) == 2  # the lossless file and its preview
+
+    refused = {
+        "replayed": (graph(str(USER), "courier/proved"), valid),
+        "stale": (graph(str(USER), "courier/stale"), proof(graph(str(USER), "courier/stale"), age_s=301)),
+        "another graph": (graph(str(USER), "courier/other"), proof(graph(str(USER), "courier/proved"))),
+        "another chat": (graph(str(USER), "courier/chat"), proof(graph("7", "courier/chat"))),
+        "not allowed": (graph(str(STRANGER), "courier/stranger"), proof(graph(str(STRANGER), "courier/stranger"))),
+        "guessed token": (graph(str(USER), "courier/guess"), proof(graph(str(USER), "courier/guess"), token="x")),
+    }
+    for case, (prompt, given) in refused.items():
+        record = await queue_and_wait(server, prompt, given)
+        assert "not sent to Telegram" in record["outputs"]["2"]["text"][0], case
+    assert len(sent_to(botapi_bot, USER)) == 2 and sent_to(botapi_bot, STRANGER) == []
+
+
+async def attack_page(host_name: str, comfy_port: int):
+    """An aiohttp server on another loopback port whose page POSTs /prompt and calls /courier/* on ComfyUI."""
+    script = f"""
+      const target = "http://{host_name}:{comfy_port}";
+      const body = JSON.stringify({{prompt: {json.dumps(graph(str(USER), "courier/attack"))}, client_id: "page"}});
+      async function hit(path, init) {{
+        try {{ const r = await fetch(target + path, init); return r.type === "opaque" ? "opaque" : r.status; }}
+        catch (e) {{ return "failed: " + e; }}
+      }}
+      window.results = Promise.all([
+        hit("/prompt", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}}, body}}),
+        hit("/api/prompt", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}}, body}}),
+        hit("/courier/files/delete", {{method: "POST", mode: "no-cors", body: "{{}}"}}),
+        hit("/courier/health", {{mode: "no-cors"}}),
+      ]).then((r) => (window.done = r));
+    """
+    async def index(_):
+        return web.Response(text=f"<script>{script}</script>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", index)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, port
+
+
+async def test_dns_rebinding_and_cross_origin_pages_reach_nothing(comfyui_with_bot, botapi_bot, tmp_path):
+    server = comfyui_with_bot
+    comfy_port = int(server.url.rsplit(":", 1)[1])
+    forged = {"Host": f"evil.example:{comfy_port}", "Origin": f"http://evil.example:{comfy_port}"}
+    status, reply = await asyncio.to_thread(request, server, "POST", "/prompt",
+                                            {"prompt": graph(str(USER))}, forged)
+    assert status == 403 and reply["error"]["code"] == "host_not_allowed"
+    for path in ("/courier/health", "/api/courier/commands", "/queue", "/history", "/"):
+        status, _ = await asyncio.to_thread(request, server, "GET", path, None, forged)
+        assert status == 403, path
+    assert (await asyncio.to_thread(request, server, "GET", "/courier/health"))[0] == 200  # 127.0.0.1 passes
+
+    binary = require_chromium()
+    pages = [await attack_page("evil.example", comfy_port), await attack_page("127.0.0.1", comfy_port)]
+    try:
+        async with Chromium(binary, tmp_path / "profile",
+                            "--host-resolver-rules=MAP evil.example 127.0.0.1") as browser:
+            page = await browser.new_page()
+            for (_, port), origin in zip(pages, ("evil.example", "127.0.0.1")):
+                await page.goto(f"http://{origin}:{port}/")
+                results = await page.wait_for("window.done", timeout=30, what=f"the {origin} page's requests")
+                assert all(r == "opaque" or str(r).startswith("failed") for r in results), results
+    finally:
+        for runner, _ in pages:
+            await runner.cleanup()
+    _, history = await asyncio.to_thread(request, server, "GET", "/history")
+    queued = [r["prompt"][2]["2"]["inputs"].get("filename_prefix") for r in history.values()]
+    assert "courier/attack" not in queued  # neither page's prompt was queued
+    assert sent_to(botapi_bot, USER) == []
+    log = server.log_text()
+    assert "Host 'evil.example:" in log  # the rebinding page was refused by the Host check
+    assert "non matching host and origin" in log  # the cross-origin page by ComfyUI's own check
