@@ -1,0 +1,89 @@
+"""What the hidden service's gateway spends checking a request (anyone/gateway.py), in µs.
+
+    python benchmarks/gateway_checks.py [--repeats 2000] [--budget 60]
+
+For each shipped command's filled graph (as the bot sends it), the whole check of its
+``POST /prompt``: route match, credential (constant-time, among three), body read and JSON
+parse, node types, ``send_to_chat``, the id ledger; and of a ``GET /view`` under ``courier/``.
+No network: the requests are built in memory, so this is the check alone, not the proxying.
+Figures (JSON lines): ``gateway_check_prompt_us_<command>`` and ``gateway_check_view_us``, medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+import uuid
+
+from _common import REPO_ROOT, Deadline, figure, load_pack, note, write_figures
+
+
+def request(method: str, path: str, headers: dict, body: bytes = b""):
+    from aiohttp import StreamReader
+    from aiohttp.base_protocol import BaseProtocol
+    from aiohttp.test_utils import make_mocked_request
+
+    loop = asyncio.get_running_loop()
+    payload = StreamReader(BaseProtocol(loop), 2**16, loop=loop)
+    payload.feed_data(body)
+    payload.feed_eof()
+    return make_mocked_request(method, path, headers={**headers, "Content-Length": str(len(body))},
+                               payload=payload)
+
+
+async def checked_us(policy, method: str, path: str, headers: dict, body: bytes = b"") -> float:
+    from comfyui_courier.anyone.gateway import Forward, route
+
+    made = request(method, path, headers, body)
+    began = time.perf_counter()
+    rule = route(method, made.rel_url.raw_path)
+    caller = policy.caller(made)
+    decided = await rule(made, caller, policy)
+    spent = (time.perf_counter() - began) * 1e6
+    assert isinstance(decided, Forward), decided.text
+    return spent
+
+
+async def run(args, deadline: Deadline) -> None:
+    load_pack()
+    from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER, Policy, digest
+    from comfyui_courier.jobs.seed import seed_manifest, sendable_node_types, shipped_workflow
+    from comfyui_courier.jobs.workflow import fill_job
+
+    tokens = [f"credential-{i}" for i in range(3)]
+    policy = Policy(credentials=frozenset(map(digest, tokens)), node_types=sendable_node_types)
+    headers = {CREDENTIAL_HEADER: tokens[-1], "Content-Type": "application/json"}
+    for command, entry in seed_manifest().items():
+        graph = fill_job(shipped_workflow(entry), prompt="a lighthouse at dusk", seed=1, job="j")
+        times = []
+        for _ in range(args.repeats):
+            if deadline.expired():
+                break
+            body = json.dumps({"prompt": graph, "client_id": "bot", "prompt_id": str(uuid.uuid4())}).encode()
+            times.append(await checked_us(policy, "POST", "/prompt", headers, body))
+        note(f"/{command}: {len(graph)} nodes, {len(body)} bytes, {len(times)} checks")
+        figure(f"gateway_check_prompt_us_{command}", statistics.median(times), "us")
+    views = [await checked_us(policy, "GET", "/view?filename=demo_00001_.png&subfolder=courier&type=output",
+                              headers) for _ in range(args.repeats) if not deadline.expired()]
+    figure("gateway_check_view_us", statistics.median(views), "us")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2000, help="checks per figure (default 2000)")
+    parser.add_argument("--budget", type=float, default=60, help="total seconds allowed (default 60)")
+    parser.add_argument("--out", default=str(REPO_ROOT / "artifacts" / "benchmarks" / "gateway_checks.json"),
+                        help="also write the figures here as JSON")
+    args = parser.parse_args()
+    deadline = Deadline(args.budget)
+    asyncio.run(run(args, deadline))
+    write_figures(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
