@@ -54,8 +54,14 @@ class Secret:
         return repr(self)
 
 
+EVERYONE = "*"
+"""In ``COURIER_ALLOWED_USERS``: every Telegram user may use the bot."""
+
+
 def user_ref(text: str) -> int | str:
-    """A user in a list setting: a Telegram id, or ``@username`` (kept lower case, without the ``@``)."""
+    """A user in a list setting: a Telegram id, ``@username`` (kept lower case, with the ``@``), or ``*``."""
+    if text == EVERYONE:
+        return text
     if text.startswith("@"):
         name = text[1:].lower()
         if not (5 <= len(name) <= 32 and name.replace("_", "").isalnum() and name.isascii()):
@@ -86,8 +92,9 @@ class Settings:
     telegram_api_url: str = _field("COURIER_TELEGRAM_API_URL", "https://api.telegram.org",
                                    "Bot API server (a local Bot API server or the test emulator)")
     allowed_users: list = _field("COURIER_ALLOWED_USERS", [],
-                                 "Who may use the bot: Telegram user ids and @usernames (comma separated; a "
-                                 "username counts for the id it first comes with); empty = everyone",
+                                 "Who may use the bot besides its admins and those let in with /allow: Telegram "
+                                 "user ids and @usernames (comma separated; a username counts for the id it first "
+                                 "comes with), or * for everyone; empty = nobody else (private)",
                                  item=user_ref)
     language: str = _field("COURIER_LANGUAGE", "en", "Fallback language for replies (en, de, ru, zh, ja, tr)")
     database_url: Secret = _field("COURIER_DATABASE_URL", Secret(""),
@@ -110,7 +117,8 @@ class Settings:
                                  "rebinding); .anon names pass when COURIER_ANYONE is on", item=host_name)
     admin_users: list = _field("COURIER_ADMIN_USERS", [],
                                "Telegram user ids who may use the admin commands (/queue, /cancel of any job, "
-                               "/ban, /unban, /stats, /bench, /compare; comma separated); empty = nobody", item=int)
+                               "/allow, /disallow, /ban, /unban, /stats, /bench, /compare; comma separated); empty = "
+                               "none but the owner made with the code the console shows", item=int)
     progress_interval_s: float = _field("COURIER_PROGRESS_INTERVAL_S", 3.0,
                                         "Minimum seconds between progress edits in one chat", minimum=0.0)
     live_previews: bool = _field("COURIER_LIVE_PREVIEWS", True,

@@ -161,7 +161,8 @@ def bot_token() -> str:
 
 
 def courier_environment(api_url: str, token: str, data_dir: Path) -> dict[str, str]:
-    """ComfyUI's environment: every Courier setting at its default, but the bot's token, API and data."""
+    """ComfyUI's environment: every Courier setting at its default, but the bot's token, API and data, and
+    every user allowed (the emulator's chat users are the only ones there are)."""
     env = {name: value for name, value in os.environ.items() if not name.startswith(("COURIER_", "TELEGRAM_"))}
     for field in dataclasses.fields(Settings):
         default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
@@ -172,7 +173,7 @@ def courier_environment(api_url: str, token: str, data_dir: Path) -> dict[str, s
         else:
             env[field.metadata["env"]] = str(default)
     env.update(TELEGRAM_BOT_TOKEN=token, COURIER_TELEGRAM_API_URL=api_url, COURIER_DATA_DIR=str(data_dir),
-               COURIER_PROGRESS_INTERVAL_S="1", PYTHONUNBUFFERED="1")
+               COURIER_PROGRESS_INTERVAL_S="1", COURIER_ALLOWED_USERS="*", PYTHONUNBUFFERED="1")
     return env
 
 

@@ -24,7 +24,7 @@ async def main(token: str, api_url: str, max_jobs: str, data_dir: str) -> int:
     from comfyui_courier.runtime import Courier
 
     settings = load_settings(None, {"TELEGRAM_BOT_TOKEN": token, "COURIER_TELEGRAM_API_URL": api_url,
-                                    "COURIER_MAX_JOBS_PER_USER": max_jobs})
+                                    "COURIER_MAX_JOBS_PER_USER": max_jobs, "COURIER_ALLOWED_USERS": "*"})
     courier = Courier(settings, Path(data_dir), None)  # no backend: the dispatcher runs nothing
     await courier.start()
     await courier.booted()

@@ -1,53 +1,105 @@
-"""Who may use the bot, and how much: the allowlist, bans, and per-user quotas (``/quota``).
+"""Who may use the bot, and how much: the allowlist, ``/allow``, bans, the first owner, and per-user
+quotas (``/quota``).
 
-``COURIER_ALLOWED_USERS`` takes ids and ``@usernames``. A username is bound in PostgreSQL to the
-id it first comes with, since a Telegram username can later pass to someone else: from then on
-the stored id is let in, not whoever has the name. Admins are always let in, cannot be banned
-and have no quota; a banned user is turned away before any handler runs.
+The bot is private by default: an empty ``COURIER_ALLOWED_USERS`` lets in nobody but the admins
+and those an admin let in with ``/allow`` (``*`` lets in everyone). It takes ids and
+``@usernames``. A username is bound in PostgreSQL to the id it first comes with, since a Telegram
+username can later pass to someone else: from then on the stored id is let in, not whoever has
+the name. Admins are those of ``COURIER_ADMIN_USERS`` and those made in PostgreSQL: while the bot
+has none there, every host that starts it prints a one-time owner code, and ``/start <code>``
+makes its sender the first admin (any printed code works once; the first used spends them all).
+The code has 128 random bits, so guessing is moot; claims run one at a time per host, and a wrong
+code is answered as if the sender had sent none. Admins are always let in, cannot be banned and
+have no quota; a banned user is turned away before any handler runs.
 """
 
 from __future__ import annotations
 
+import re
+import secrets
 from datetime import datetime
 
 from telegram import Update
 
+from ..config import EVERYONE, Settings
 from ..jobs.submit import Quota
+from ..logs import get_logger
 from ..store import access, jobs
-from .context import CHOSEN_LANGUAGE, CourierContext
-from .parsing import clean_text
+from .context import CHOSEN_LANGUAGE, STORED_ADMIN, CourierContext
+from .parsing import clean_text, parse_command
+
+log = get_logger("bot")
+
+OWNER_CODE = re.compile(r"^[A-Za-z0-9_-]{22}$")
+"""``secrets.token_urlsafe(16)``: 128 bits, in the characters a ``t.me/<bot>?start=`` link carries."""
 
 
 def is_admin(update: Update, context: CourierContext) -> bool:
+    """Listed in ``COURIER_ADMIN_USERS``, or made an admin in PostgreSQL (read by the gatekeeper)."""
     user = update.effective_user
-    return user is not None and user.id in context.settings.admin_users
+    return user is not None and (user.id in context.settings.admin_users
+                                 or bool((context.user_data or {}).get(STORED_ADMIN)))
 
 
 def allowed_ids(context: CourierContext) -> list[int]:
-    return [entry for entry in context.settings.allowed_users if isinstance(entry, int)]
+    """The ids the settings let in, the admins' among them."""
+    settings = context.settings
+    return [entry for entry in settings.allowed_users if isinstance(entry, int)] + list(settings.admin_users)
 
 
 def allowed_names(context: CourierContext) -> list[str]:
-    return [entry[1:] for entry in context.settings.allowed_users if isinstance(entry, str)]
+    return [entry[1:] for entry in context.settings.allowed_users if isinstance(entry, str) and entry != EVERYONE]
 
 
 async def refusal(update: Update, context: CourierContext) -> str | None:
-    """Why the user behind ``update`` may not come in, in their language; None if they may.
+    """What the user behind ``update`` is told in place of handling it, in their language; None if they
+    may come in.
 
     On the way, the language they chose (``/lang``) is read for ``context.language``: it holds
-    across restarts and for every handler, the error handler included.
+    across restarts and for every handler, the error handler included; so is whether they are an
+    admin made in PostgreSQL (``is_admin``).
     """
     user = update.effective_user
-    admission = await access.admit(context.pool, user.id, (clean_text(user.username) or "").lower() or None,
-                                   allowed_ids(context), allowed_names(context))
+    username = (clean_text(user.username) or "").lower() or None
+    admission = await access.admit(context.pool, user.id, username, allowed_ids(context), allowed_names(context),
+                                   EVERYONE in context.settings.allowed_users)
     context.user_data[CHOSEN_LANGUAGE] = admission.language
+    context.user_data[STORED_ADMIN] = admission.admin
     if is_admin(update, context):
         return None
+    if admission.owner_wanted and not context.settings.admin_users and await claim_owner(update, context):
+        return context.t(update, "owner_made", user_id=user.id)
     if admission.banned:
         return context.t(update, "banned")
     if not admission.allowed:
         return context.t(update, "not_allowed", user_id=user.id)
     return None
+
+
+async def claim_owner(update: Update, context: CourierContext) -> bool:
+    """Whether ``update`` is ``/start <owner code>`` that made its sender the first admin."""
+    message = update.message
+    request = parse_command(message.text, context.bot.username) if message is not None else None
+    if request is None or request.name != "start" or not OWNER_CODE.match(request.args):
+        return False
+    async with context.bot_data.owner_claims:
+        if not await access.claim_owner(context.pool, update.effective_user.id, request.args):
+            return False
+    context.user_data[STORED_ADMIN] = True
+    log.info("user %s is the bot's first admin (owner code)", update.effective_user.id)
+    await context.bot_data.publish_admin_menu(update.effective_user.id)
+    return True
+
+
+async def offer_ownership(pool, settings: Settings, bot_username: str) -> None:
+    """While the bot has no admin, print a fresh one-time owner code (the one place it is shown)."""
+    if settings.admin_users:
+        return
+    code = secrets.token_urlsafe(16)
+    if await access.add_owner_code(pool, code):
+        log.warning("the bot has no admin yet: send /start %s to @%s (or open https://t.me/%s?start=%s) "
+                    "from your Telegram account to become its owner; the code works once", code, bot_username,
+                    bot_username, code)
 
 
 def clock(moment: datetime | None) -> str:

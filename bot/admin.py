@@ -1,7 +1,9 @@
-"""Admin commands: ``/queue``, ``/cancel <job id>`` of anyone's job, ``/ban`` and ``/unban``,
-``/stats``, ``/bench <command> [runs] [@backend]``, ``/compare [workflow]`` and ``/backends``.
+"""Admin commands: ``/queue``, ``/cancel <job id>`` of anyone's job, ``/allow`` and ``/disallow``,
+``/ban`` and ``/unban``, ``/stats``, ``/bench <command> [runs] [@backend]``, ``/compare [workflow]``
+and ``/backends``.
 
-Only the users in ``COURIER_ADMIN_USERS`` may run them; everyone else gets a refusal in their
+Only admins (``COURIER_ADMIN_USERS``, and the owner made with the console's code) may run them;
+everyone else gets a refusal in their
 language, and only admins see them in their Telegram menu (``admin_menu``, published for each
 admin's chat). ``/bench`` queues a job of kind ``benchmark`` (``jobs/bench.py`` runs it on the
 backend that claims it); ``/backends`` lists the backends table and drains or undrains one; the
@@ -19,6 +21,7 @@ from telegram import Update
 from telegram.constants import MessageLimit
 
 from .. import i18n
+from ..config import EVERYONE
 from ..gpu import compare_view
 from ..gpu.compare import build_table, to_text
 from ..gpu.storage import load_runs
@@ -27,7 +30,7 @@ from ..jobs.backends import shown_url
 from ..jobs.workflow import WorkflowError
 from ..store import access as access_store
 from ..store import backends as backend_table
-from ..store import commands, jobs
+from ..store import commands, jobs, users
 from .access import is_admin
 from .context import CourierContext
 from .parsing import clean_text, parse_command
@@ -238,7 +241,7 @@ async def queue(update: Update, context: CourierContext) -> None:
 
 
 async def _target(update: Update, context: CourierContext, name: str) -> int | None:
-    """The user a ``/ban`` or ``/unban`` names (an id, or a ``@username`` seen before); None after a reply."""
+    """The user a ``/ban``, ``/unban``, ``/allow`` or ``/disallow`` names (an id, or a ``@username`` seen before); None after a reply."""
     message = update.effective_message
     match = USER_REF.match(_args(update, context))
     if match is None:
@@ -256,7 +259,7 @@ async def ban(update: Update, context: CourierContext) -> None:
     """``/ban <user id or @username>``: the user is turned away from now on (admins cannot be banned)."""
     if not await _admin_only(update, context, "ban") or (user_id := await _target(update, context, "ban")) is None:
         return
-    if user_id in context.settings.admin_users:
+    if await _is_admin_id(context, user_id):
         await update.effective_message.reply_text(context.t(update, "ban_admin", user_id=user_id))
         return
     await access_store.set_banned(context.pool, user_id, True)
@@ -272,6 +275,42 @@ async def unban(update: Update, context: CourierContext) -> None:
         return
     await access_store.set_banned(context.pool, user_id, False)
     await update.effective_message.reply_text(context.t(update, "unban_done", user_id=user_id))
+
+
+async def _is_admin_id(context: CourierContext, user_id: int) -> bool:
+    if user_id in context.settings.admin_users:
+        return True
+    user = await users.get_user(context.pool, user_id)
+    return user is not None and user.is_admin
+
+
+async def allow(update: Update, context: CourierContext) -> None:
+    """``/allow <user id or @username>``: the user may use the bot from now on."""
+    if not await _admin_only(update, context, "allow") or (user_id := await _target(update, context, "allow")) is None:
+        return
+    await access_store.set_allowed(context.pool, user_id, True)
+    await update.effective_message.reply_text(context.t(update, "allow_done", user_id=user_id))
+
+
+async def disallow(update: Update, context: CourierContext) -> None:
+    """``/disallow <user id or @username>``: what ``/allow`` let in is taken back, with the user's jobs; the
+    settings' allowlist and admins stay as they are (the reply says so)."""
+    if (not await _admin_only(update, context, "disallow")
+            or (user_id := await _target(update, context, "disallow")) is None):
+        return
+    message = update.effective_message
+    if await _is_admin_id(context, user_id):
+        await message.reply_text(context.t(update, "disallow_admin", user_id=user_id))
+        return
+    await access_store.set_allowed(context.pool, user_id, False)
+    allowed = context.settings.allowed_users
+    if EVERYONE in allowed or user_id in allowed:
+        await message.reply_text(context.t(update, "disallow_by_settings", user_id=user_id))
+        return
+    cancelled = await jobs.cancel_user_jobs(context.pool, user_id)
+    await interrupt(context, cancelled.running)
+    await message.reply_text(context.t(update, "disallow_done", user_id=user_id,
+                                       count=len(cancelled.queued) + len(cancelled.running)))
 
 
 async def stats(update: Update, context: CourierContext) -> None:
@@ -337,8 +376,8 @@ def backend_line(update: Update, context: CourierContext, backend: backend_table
                      capacity=backend.capacity)
 
 
-ADMIN_HANDLERS = {"queue": queue, "ban": ban, "unban": unban, "stats": stats, "bench": bench, "compare": compare,
-                  "backends": backends}
+ADMIN_HANDLERS = {"queue": queue, "allow": allow, "disallow": disallow, "ban": ban, "unban": unban, "stats": stats,
+                  "bench": bench, "compare": compare, "backends": backends}
 ADMIN_COMMANDS = tuple(ADMIN_HANDLERS)
 
 
@@ -347,6 +386,7 @@ def admin_menu(language: str) -> list[tuple[str, str]]:
     def say(key: str) -> str:
         return i18n.text(language, key)
 
-    return [("queue", say("menu_queue")), ("ban", say("menu_ban")), ("unban", say("menu_unban")),
+    return [("queue", say("menu_queue")), ("allow", say("menu_allow")), ("disallow", say("menu_disallow")),
+            ("ban", say("menu_ban")), ("unban", say("menu_unban")),
             ("stats", say("menu_stats")), ("bench", say("menu_bench")), ("compare", say("menu_compare")),
             ("backends", say("menu_backends"))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
@@ -18,6 +18,8 @@ from .sink import delete_message
 
 CHOSEN_LANGUAGE = "language"
 """The ``user_data`` key of the language the user chose with /lang (None: none chosen)."""
+STORED_ADMIN = "admin"
+"""The ``user_data`` key of whether the user is an admin made in PostgreSQL (read for each update)."""
 
 
 @dataclasses.dataclass
@@ -38,6 +40,10 @@ class BotData:
     """Updates whose handlers met a database outage, to be handled again (``outage``)."""
     told_waiting: set[int] = dataclasses.field(default_factory=set)
     """Updates whose senders were told their command waits for the database."""
+    owner_claims: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    """Held by an owner code's claim: a flood of guesses costs PostgreSQL one claim at a time."""
+    publish_admin_menu: Callable[[int], Awaitable[None]] | None = None
+    """Publishes the admins' command menu in one more admin's chat (``BotService``)."""
 
 
 class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):

@@ -16,7 +16,9 @@ from telegram.ext import Application, ContextTypes
 from .. import i18n
 from ..config import Settings
 from ..health import Health
+from ..store import access as access_store
 from ..store import commands
+from .access import offer_ownership
 from .admin import admin_menu
 from .context import BotData, CourierContext
 from .handlers import ALLOWED_UPDATES, build_handlers, command_menu, on_error
@@ -57,6 +59,7 @@ class BotService:
         self.settings = settings
         self.health = health
         self.application = build_application(settings, store, proxy)
+        self.application.bot_data.publish_admin_menu = lambda admin_id: self.publish_command_menu([admin_id])
         self._started = False
         self._poller: Poller | None = None
 
@@ -81,6 +84,7 @@ class BotService:
             return False
         await self.application.start()
         self._started = True
+        await offer_ownership(self.application.bot_data.store.pool, self.settings, self.application.bot.username)
         if not self.settings.receive_updates:  # another host on the database takes the updates
             self.health.set("bot", "ok", f"@{self.application.bot.username}", mode="send-only")
             return True
@@ -111,16 +115,21 @@ class BotService:
         await application.update_processor.process_update(update, application.process_update(update))
         return finished(application.bot_data, update)
 
-    async def publish_command_menu(self) -> None:
+    async def publish_command_menu(self, admin_ids: list[int] | None = None) -> None:
         """Telegram's command menu = the enabled commands of the table and the built-ins (setMyCommands),
         once per catalog language and once for every other language, in ``COURIER_LANGUAGE``; the same
-        plus the admin commands in each admin's chat (``BotCommandScopeChat``)."""
-        listed = await commands.list_commands(self.application.bot_data.store.pool, enabled_only=True)
+        plus the admin commands in each admin's chat (``BotCommandScopeChat``: those of
+        ``COURIER_ADMIN_USERS`` and those made in PostgreSQL). Given ``admin_ids``: only their chats'."""
+        pool = self.application.bot_data.store.pool
+        listed = await commands.list_commands(pool, enabled_only=True)
+        admins = admin_ids if admin_ids is not None else sorted(
+            {*self.settings.admin_users, *await access_store.stored_admins(pool)})
         for language_code in ("", *i18n.LANGUAGES):
             language = i18n.pick_language(language_code, self.settings.language)
             menu = command_menu(listed, language)
-            await self._set_menu(menu, language_code, None)
-            for admin_id in self.settings.admin_users:
+            if admin_ids is None:
+                await self._set_menu(menu, language_code, None)
+            for admin_id in admins:
                 await self._set_menu(menu + admin_menu(language), language_code, BotCommandScopeChat(admin_id))
 
     async def _set_menu(self, menu: list[tuple[str, str]], language_code: str, scope) -> None:

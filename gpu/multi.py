@@ -28,6 +28,8 @@ DEFAULT_BASE_PORT = 8188
 DEFAULT_SCRIPT = "comfyui-gpus.sh"
 DEFAULT_STATE = "comfyui-gpus"
 MAX_GPUS = 64
+STOP_GRACE_S = 30
+"""How long the script waits for its ComfyUIs after SIGTERM before it SIGKILLs those left."""
 
 
 class PlanError(ValueError):
@@ -66,6 +68,7 @@ class Plan:
     instances: tuple[Instance, ...]
     comfyui_args: tuple[str, ...] = ()
     base_directory: Path | None = None  # ComfyUI's --base-directory (models, custom_nodes, input), shared
+    stop_grace_s: int = STOP_GRACE_S
 
     def url(self, instance: Instance) -> str:
         host = "127.0.0.1" if self.listen in ("0.0.0.0", "::", "0.0.0.0,::", "") else self.listen
@@ -165,7 +168,13 @@ def _env_words(env: dict[str, str | None]) -> list[str]:
 
 def script(plan: Plan) -> str:
     """A bash script that starts every instance, logs each to its state folder, and stops them all
-    on Ctrl-C or SIGTERM."""
+    on Ctrl-C or SIGTERM.
+
+    A process a script starts with ``&`` ignores SIGINT (bash sets that for background jobs
+    without job control, and Python then installs no handler), so Ctrl-C would stop nothing:
+    the script sends SIGTERM (ComfyUI ends; the pack's PostgreSQL and anon stop with it, as
+    after any kill), then SIGKILL to any instance still running after ``stop_grace_s``.
+    """
     q = shlex.quote
     lines = [
         "#!/usr/bin/env bash",
@@ -177,7 +186,16 @@ def script(plan: Plan) -> str:
         'if [ -z "${TELEGRAM_BOT_TOKEN:-}" ]; then echo "TELEGRAM_BOT_TOKEN is not set: no bot will start" >&2; fi',
         "mkdir -p " + " ".join(q(str(d)) for i in plan.instances for d in (i.user_dir, i.output_dir)),
         "pids=()",
-        'stop() { trap - INT TERM; kill -INT ${pids[@]+"${pids[@]}"} 2>/dev/null || true; wait; }',
+        ("running() { local pid; for pid in ${pids[@]+\"${pids[@]}\"}; do kill -0 \"$pid\" 2>/dev/null && return 0;"
+         " done; return 1; }"),
+        "stop() {",
+        "  trap '' INT TERM",
+        '  kill -TERM ${pids[@]+"${pids[@]}"} 2>/dev/null || true',
+        f"  for ((tenths = 0; tenths < {plan.stop_grace_s * 10}; tenths++)); do running || break; sleep 0.1; done",
+        '  kill -KILL ${pids[@]+"${pids[@]}"} 2>/dev/null || true',
+        "  wait",
+        "  exit 0",
+        "}",
         "trap stop INT TERM",
     ]
     for instance in plan.instances:

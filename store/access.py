@@ -1,7 +1,10 @@
-"""Access control in PostgreSQL: who is let in (allowlist, bans), quota counters, pending confirmations."""
+"""Access control in PostgreSQL: who is let in (allowlist, ``/allow``, bans, the first admin's owner code),
+quota counters, pending confirmations."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -11,21 +14,64 @@ from .db import Db, acquire, query
 
 class Admission(NamedTuple):
     banned: bool
-    allowed: bool  # by the allowlist (always, when it is empty)
+    allowed: bool  # by the settings (ids, usernames, everyone) or by /allow
     language: str | None  # chosen with /lang; None: none chosen
+    admin: bool  # made an admin in PostgreSQL (an owner code), beside COURIER_ADMIN_USERS
+    owner_wanted: bool  # owner codes are pending: the bot has no admin in PostgreSQL yet
 
 
 async def admit(db: Db, user_id: int, username: str | None, allowed_ids: list[int],
-                allowed_names: list[str]) -> Admission:
+                allowed_names: list[str], everyone: bool) -> Admission:
     """Whether the user may come in; binds an allowed ``@username`` to the first id that brings it.
 
-    ``username`` and ``allowed_names`` are lower case, without ``@``. Also records the user's
-    current username, for ``/ban @username``, and reads the language they chose: everything an
-    update needs to know about its sender before the handlers, in one query.
+    ``username`` and ``allowed_names`` are lower case, without ``@``. Also records the current
+    username of a user let in, for ``/ban @username`` (a refused one leaves no row), and reads the
+    language they chose and whether they are a stored admin: everything an update needs to know
+    about its sender before the handlers, in one query.
     """
     async with acquire(db) as conn:
-        row = await conn.fetchrow(query("admit_user"), user_id, username, allowed_ids, allowed_names)
-    return Admission(row["banned"], row["allowed"], row["language"])
+        row = await conn.fetchrow(query("admit_user"), user_id, username, allowed_ids, allowed_names, everyone)
+    return Admission(row["banned"], row["allowed"], row["language"], row["admin"], row["owner_wanted"])
+
+
+async def set_allowed(db: Db, user_id: int, allowed: bool) -> bool:
+    """``/allow`` or ``/disallow``; False when a disallowed user had not been let in by ``/allow``."""
+    async with acquire(db) as conn:
+        if allowed:
+            await conn.execute(query("allow_user"), user_id)
+            return True
+        return await conn.fetchval(query("disallow_user"), user_id) is not None
+
+
+async def stored_admins(db: Db) -> list[int]:
+    async with acquire(db) as conn:
+        return [row["user_id"] for row in await conn.fetch(query("stored_admins"))]
+
+
+def owner_code_hash(code: str) -> bytes:
+    return hashlib.sha256(code.encode()).digest()
+
+
+async def add_owner_code(db: Db, code: str) -> bool:
+    """Keep ``code`` (its hash) as a way to the first admin; False (not kept) if the bot has one."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("add_owner_code"), owner_code_hash(code)) is not None
+
+
+async def claim_owner(db: Db, user_id: int, code: str) -> bool:
+    """Make ``user_id`` the first admin if ``code`` is a pending owner code, spending them all.
+
+    Each pending hash is compared in constant time, every one of them, so that the time taken
+    tells nothing of how close a guess came. Claims are serialized by the codes' row locks: one
+    code makes one admin, across hosts.
+    """
+    wanted = owner_code_hash(code)
+    async with acquire(db) as conn, conn.transaction():
+        pending = await conn.fetch(query("lock_owner_codes"))
+        matched = False
+        for row in pending:
+            matched |= hmac.compare_digest(row["code_hash"], wanted)
+        return matched and await conn.fetchval(query("make_owner"), user_id) is not None
 
 
 async def user_by_username(db: Db, username: str) -> int | None:

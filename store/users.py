@@ -19,6 +19,7 @@ class User:
     last_served_at: datetime | None
     language: str | None  # chosen with /lang; None: language_code decides
     banned: bool  # /ban (store/access.py)
+    allowed: bool  # /allow (store/access.py)
 
 
 async def upsert_user(db: Db, user_id: int, username: str | None = None,

@@ -17,7 +17,8 @@ async def test_standalone_bot_serves_demo_and_stops_on_sigint(botapi, botapi_bot
     folder = tmp_path / "Some-Pack_Name"  # not an importable name: the launcher must not care
     folder.symlink_to(PACK_ROOT)
     async with FakeComfyUI() as comfy, standalone_courier(botapi, botapi_bot, pg_database, comfy.url,
-                                                          tmp_path / "data", pack=folder) as process:
+                                                          tmp_path / "data", pack=folder,
+                                                          COURIER_ALLOWED_USERS="*") as process:
         request = botapi_bot.inject_text(5, "/demo standalone")
         call = await botapi_bot.wait_for_call("sendDocument", timeout=30, where=lambda c: (
             c.result.get("reply_to_message", {}).get("message_id") == request["message_id"]))

@@ -373,20 +373,36 @@ LIMIT $2;
 
 -- admit_user --
 -- Who may use the bot, asked for every update. $1 the user, $2 their @username (lower case, no @;
--- NULL if none), $3 the allowed ids, $4 the allowed usernames. An allowed username is bound to the
--- first id that comes with it; later owners of that name are not let in by it. The user's row
--- keeps their current username, which leaves any other row that still had it (a name passes on).
--- A known user whose username is unchanged writes nothing: the query is then read-only, with no
--- commit to flush, as it is for nearly every update.
-WITH bound AS (
+-- NULL if none), $3 the ids the settings let in (the admins' among them), $4 the allowed usernames,
+-- $5 whether the settings let everyone in (*). Let in besides them: whoever /allow or an owner
+-- code let in (allowed, is_admin). An allowed username is bound to the first id that comes with
+-- it; later owners of that name are not let in by it. Only a user let in has a row written: a
+-- refused stranger leaves none. The row keeps their current username, which leaves any other row
+-- that still had it (a name passes on). A known user whose username is unchanged writes nothing:
+-- the query is then read-only, with no commit to flush, as it is for nearly every update.
+-- owner_wanted: owner codes are pending (the bot has no admin in PostgreSQL yet).
+WITH known AS (
+    SELECT banned, language, allowed, is_admin FROM courier_users WHERE user_id = $1
+), bound AS (
     INSERT INTO courier_allowed_names (username, user_id)
     SELECT $2, $1 WHERE $2 = ANY($4::text[])
     ON CONFLICT (username) DO NOTHING
     RETURNING user_id
+), verdict AS (
+    SELECT coalesce((SELECT banned FROM known), false) AS banned,
+           (SELECT language FROM known) AS language,
+           coalesce((SELECT is_admin FROM known), false) AS admin,
+           ($5 OR $1 = ANY($3::bigint[])
+            OR coalesce((SELECT allowed FROM known), false)
+            OR EXISTS (SELECT 1 FROM bound)
+            OR EXISTS (SELECT 1 FROM courier_allowed_names WHERE user_id = $1 AND username = ANY($4::text[])))
+               AS allowed,
+           EXISTS (SELECT 1 FROM courier_owner_codes) AS owner_wanted
 ), named AS (
     INSERT INTO courier_users (user_id, username)
-    SELECT $1, $2
-    WHERE NOT EXISTS (SELECT 1 FROM courier_users WHERE user_id = $1 AND username IS NOT DISTINCT FROM $2::text)
+    SELECT $1, $2 FROM verdict
+    WHERE (verdict.allowed OR verdict.admin)
+      AND NOT EXISTS (SELECT 1 FROM courier_users WHERE user_id = $1 AND username IS NOT DISTINCT FROM $2::text)
     ON CONFLICT (user_id) DO UPDATE SET username = EXCLUDED.username
     WHERE courier_users.username IS DISTINCT FROM EXCLUDED.username
     RETURNING user_id
@@ -394,13 +410,41 @@ WITH bound AS (
     UPDATE courier_users SET username = NULL
     WHERE $2::text IS NOT NULL AND lower(username) = $2 AND user_id <> $1 AND EXISTS (SELECT 1 FROM named)
 )
-SELECT coalesce((SELECT banned FROM courier_users WHERE user_id = $1), false) AS banned,
-       (SELECT language FROM courier_users WHERE user_id = $1) AS language,
-       (cardinality($3::bigint[]) = 0 AND cardinality($4::text[]) = 0
-        OR $1 = ANY($3::bigint[])
-        OR EXISTS (SELECT 1 FROM bound)
-        OR EXISTS (SELECT 1 FROM courier_allowed_names WHERE user_id = $1 AND username = ANY($4::text[])))
-           AS allowed;
+SELECT banned, language, allowed, admin, owner_wanted FROM verdict;
+
+-- allow_user --
+-- /allow: user $1 is let in, known or not yet.
+INSERT INTO courier_users (user_id, allowed) VALUES ($1, true)
+ON CONFLICT (user_id) DO UPDATE SET allowed = true;
+
+-- disallow_user --
+-- /disallow: user $1 is no longer let in by /allow; returns whether /allow had let them in.
+UPDATE courier_users SET allowed = false WHERE user_id = $1 AND allowed RETURNING user_id;
+
+-- stored_admins --
+-- The admins made in PostgreSQL (by an owner code), beside COURIER_ADMIN_USERS.
+SELECT user_id FROM courier_users WHERE is_admin ORDER BY user_id;
+
+-- add_owner_code --
+-- Adds the hash $1 of a fresh owner code while the bot has no admin in PostgreSQL; returns it if added.
+INSERT INTO courier_owner_codes (code_hash)
+SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM courier_users WHERE is_admin)
+RETURNING code_hash;
+
+-- lock_owner_codes --
+-- The pending owner codes' hashes, locked: a concurrent claim waits, then finds them spent.
+SELECT code_hash FROM courier_owner_codes FOR UPDATE;
+
+-- make_owner --
+-- User $1 becomes an admin unless the bot has one in PostgreSQL already; every owner code is
+-- spent either way. Returns the user's id if they were made one.
+WITH spent AS (
+    DELETE FROM courier_owner_codes
+)
+INSERT INTO courier_users (user_id, is_admin, allowed)
+SELECT $1, true, true WHERE NOT EXISTS (SELECT 1 FROM courier_users WHERE is_admin)
+ON CONFLICT (user_id) DO UPDATE SET is_admin = true, allowed = true, banned = false
+RETURNING user_id;
 
 -- user_by_username --
 -- The id of the user last seen with @$1 (lower case, no @); none if nobody was.
@@ -542,7 +586,9 @@ SELECT update_id, payload FROM courier_polled_updates
 WHERE bot_id = $1 AND handled_at IS NULL ORDER BY update_id;
 
 -- polled_updates_handled --
-UPDATE courier_polled_updates SET handled_at = now() WHERE bot_id = $1 AND update_id = ANY($2::bigint[]);
+-- The payload goes: only the ids are needed to know the update again, and no sender's profile
+-- or text (an owner code, a refused stranger's message) stays for the day the row does.
+UPDATE courier_polled_updates SET handled_at = now(), payload = '' WHERE bot_id = $1 AND update_id = ANY($2::bigint[]);
 
 -- forget_old_polled_updates --
 DELETE FROM courier_polled_updates WHERE handled_at < now() - interval '1 day';

@@ -10,7 +10,8 @@ CREATE TABLE courier_users (
     created_at timestamptz NOT NULL DEFAULT now(),
     last_served_at timestamptz,  -- when a job of this user was last claimed; NULL = never (served first)
     language text,  -- chosen with /lang (a catalog: en, de, ru...); NULL = their Telegram language_code
-    banned boolean NOT NULL DEFAULT false  -- /ban; survives /forget
+    banned boolean NOT NULL DEFAULT false,  -- /ban; survives /forget
+    allowed boolean NOT NULL DEFAULT false  -- /allow; survives /forget
 );
 
 CREATE INDEX courier_users_username_idx ON courier_users (lower(username));  -- /ban @username
@@ -266,6 +267,11 @@ CREATE TABLE courier_polled_updates (
 );
 CREATE INDEX courier_polled_updates_unhandled ON courier_polled_updates (bot_id, update_id)
     WHERE handled_at IS NULL;
+
+CREATE TABLE courier_owner_codes (
+    code_hash bytea PRIMARY KEY,  -- sha256 of a one-time owner code (128 random bits)
+    created_at timestamptz NOT NULL DEFAULT now()
+);
 
 CREATE TABLE courier_result_buttons (
     token text PRIMARY KEY,  -- the random part of the callback data of a job's buttons

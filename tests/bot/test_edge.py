@@ -127,7 +127,7 @@ async def test_channel_post_is_ignored(courier, botapi_bot, errors):
 
 
 async def test_anonymous_group_admin_is_asked_to_post_as_themselves(start, botapi_bot):
-    courier = await start(COURIER_ALLOWED_USERS="")  # everyone may use the bot: one shared sender must not
+    courier = await start(COURIER_ALLOWED_USERS="*")  # everyone may use the bot: one shared sender must not
     chatter = botapi_bot.inject_anonymous_admin_text(GROUP, "just chatting")
     await handle(courier, "message", chatter)
     assert texts(botapi_bot, GROUP) == []  # only commands get the refusal

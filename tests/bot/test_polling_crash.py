@@ -21,7 +21,8 @@ async def test_a_bot_killed_between_fetch_and_commit_queues_the_command_once_aft
         botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
     blocker = await asyncpg.connect(pg_database)
     try:
-        async with standalone_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path / "first") as first:
+        async with standalone_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path / "first",
+                                      COURIER_ALLOWED_USERS="*") as first:
             # The job's commit (courier_submit writes courier_updates) waits on our lock: the process
             # has fetched the update and is handling it when it dies.
             lock = blocker.transaction()
@@ -38,7 +39,8 @@ async def test_a_bot_killed_between_fetch_and_commit_queues_the_command_once_aft
                                   "AND relation = 'courier_updates'::regclass")
             await lock.rollback()
         assert await blocker.fetchval("SELECT count(*) FROM courier_jobs") == 0
-        async with standalone_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path / "second"):
+        async with standalone_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path / "second",
+                                      COURIER_ALLOWED_USERS="*"):
             await botapi_bot.wait_for_call("sendDocument", timeout=60, where=replies_to(request))
             jobs = await until(lambda: blocker.fetch("SELECT status, params->>'prompt' AS prompt FROM courier_jobs "
                                                      "WHERE status = 'succeeded'"), 30, "the job succeeded")

@@ -35,7 +35,7 @@ async def started(courier: Courier):
 
 def settings(botapi, botapi_bot, pg_database, **env):
     return load_settings(None, {"TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
-                                "COURIER_DATABASE_URL": pg_database, **env})
+                                "COURIER_DATABASE_URL": pg_database, "COURIER_ALLOWED_USERS": "*", **env})
 
 
 async def jobs_and_inbox(courier: Courier) -> tuple[list, list]:

@@ -331,7 +331,7 @@ def test_courier_runs_with_its_defaults_whatever_the_environment_or_courier_toml
     env = courier_environment("http://127.0.0.1:8081", "1000000001:try", tmp_path / "data")
     settings = load_settings(tmp_path / "courier.toml", environ=env)
     assert settings == Settings(telegram_bot_token=Secret("1000000001:try"), telegram_api_url="http://127.0.0.1:8081",
-                                data_dir=str(tmp_path / "data"), progress_interval_s=1)
+                                data_dir=str(tmp_path / "data"), progress_interval_s=1, allowed_users=["*"])
 
 
 def test_the_bot_token_is_new_each_run_and_keeps_the_bot_id():

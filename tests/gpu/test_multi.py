@@ -5,6 +5,8 @@ was started with, and (with ``COMFYUI_DIR``) with a real ComfyUI per "GPU" (``--
 one PostgreSQL.
 """
 
+import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -26,6 +28,21 @@ keys = ("TELEGRAM_BOT_TOKEN", "COURIER_BACKENDS", "COURIER_ANYONE", "COURIER_DAT
 record = {{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in keys}}}}
 with open(os.path.join({out!r}, port + ".json"), "w") as f:
     json.dump(record, f)
+"""
+
+
+STAND_IN = """#!{python}
+import os, signal, sys
+port = sys.argv[sys.argv.index("--port") + 1]
+if port == {stubborn!r}:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one that only SIGKILL stops
+ignores_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # as any process a script starts with &
+path = os.path.join({out!r}, port)
+with open(path + ".tmp", "w") as f:
+    f.write(f"{{os.getpid()}} {{int(ignores_sigint)}}")
+os.rename(path + ".tmp", path + ".pid")
+while True:
+    signal.pause()
 """
 
 
@@ -117,6 +134,46 @@ def test_the_script_starts_each_instance_as_planned(fake_comfyui, tmp_path):
     assert records["9100"]["env"]["COURIER_BACKENDS"] == "http://127.0.0.1:9100,http://127.0.0.1:9101"
     assert records["9101"]["env"]["TELEGRAM_BOT_TOKEN"] is None  # one poller per bot token
     assert records["9101"]["env"]["COURIER_ANYONE"] == "0"
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_ctrl_c_and_sigterm_stop_every_instance(fake_comfyui, tmp_path, how):
+    """SIGTERM to the script, or SIGINT to its process group as a terminal's Ctrl-C: none is left running."""
+    out = tmp_path / "pids"
+    out.mkdir()
+    stub = tmp_path / "stand-in"
+    stub.write_text(STAND_IN.format(python=sys.executable, out=str(out), stubborn="9201"))
+    stub.chmod(0o755)
+    plan = dataclasses.replace(multi.make_plan(fake_comfyui, [0, 1, 2], base_port=9200, state_dir=tmp_path / "state",
+                                               python=str(stub)), stop_grace_s=3)
+    path = tmp_path / "gpus.sh"
+    path.write_text(multi.script(plan))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("COURIER_", "TELEGRAM_"))}
+    launcher = subprocess.Popen(["bash", str(path)], env={**clean, "COURIER_DATABASE_URL": "postgresql://db/c"},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    started: dict[int, bool] = {}
+    try:
+        deadline = time.monotonic() + 30
+        while len(files := list(out.glob("*.pid"))) < len(plan.instances):
+            assert time.monotonic() < deadline and launcher.poll() is None, "the stand-ins did not start"
+            time.sleep(0.05)
+        started = {int(pid): ignored == "1" for pid, ignored in (f.read_text().split() for f in files)}
+        assert all(started.values())  # Ctrl-C alone would stop none of them
+        if how == "SIGTERM":
+            launcher.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(launcher.pid, signal.SIGINT)
+        assert launcher.wait(plan.stop_grace_s + 30) == 0
+        for pid in started:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
 
 
 def pack_cli(*args, cwd) -> subprocess.CompletedProcess:

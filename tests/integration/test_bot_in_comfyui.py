@@ -24,7 +24,7 @@ async def test_pack_runs_the_bot_inside_comfyui(comfyui_factory, botapi, botapi_
 
 async def _runs_the_bot(comfyui_factory, botapi, botapi_bot, data_dir):
     env = {"TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
-           "COURIER_DATA_DIR": data_dir}
+           "COURIER_DATA_DIR": data_dir, "COURIER_ALLOWED_USERS": "*"}
     server = await asyncio.to_thread(comfyui_factory, env=env)  # the emulator keeps answering meanwhile
     try:
         await botapi.wait_for(lambda: any(c.method == "setMyCommands" and c.ok for c in botapi_bot.calls),

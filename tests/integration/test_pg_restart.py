@@ -85,7 +85,7 @@ async def test_postgres_restarted_while_commands_stream_in_loses_none_and_duplic
             await asyncio.sleep(PACE_S)
 
     async with courier_taking_updates(mode, botapi, botapi_bot, dsn, fake_comfy.url, tmp_path, COURIER_JOB_LEASE_S="6",
-                                      COURIER_MAX_JOBS_PER_USER=str(COMMANDS)) as courier:
+                                      COURIER_MAX_JOBS_PER_USER=str(COMMANDS), COURIER_ALLOWED_USERS="*") as courier:
         streaming = asyncio.create_task(stream(COMMANDS))
         await botapi.wait_for(lambda: len(requests) >= 10, timeout=30)
         await asyncio.to_thread(stop, own_server)

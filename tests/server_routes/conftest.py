@@ -70,7 +70,8 @@ async def webhook_courier(botapi, botapi_bot, pg_database, tmp_path):
             settings = load_settings(None, {
                 "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
                 "COURIER_DATABASE_URL": pg_database, "COURIER_WEBHOOK_URL": f"{url}/courier/telegram/webhook",
-                "COURIER_WEBHOOK_SECRET": "s3cret-token", "COURIER_PROGRESS_INTERVAL_S": "0"})
+                "COURIER_WEBHOOK_SECRET": "s3cret-token", "COURIER_PROGRESS_INTERVAL_S": "0",
+                "COURIER_ALLOWED_USERS": "*"})
             return Courier(settings, Path(tmp_path), comfy.url)
 
         runner, url, courier = await helpers.serve_routes(make_courier)

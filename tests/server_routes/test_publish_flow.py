@@ -22,7 +22,7 @@ async def running(courier_api, botapi, botapi_bot, pg_database, tmp_path):
         settings = load_settings(None, {
             "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
             "COURIER_DATABASE_URL": pg_database, "COURIER_ADMIN_TOKEN": TOKEN,
-            "COURIER_PROGRESS_INTERVAL_S": "0"})
+            "COURIER_PROGRESS_INTERVAL_S": "0", "COURIER_ALLOWED_USERS": "*"})
         courier = Courier(settings, Path(tmp_path), comfy.url)
         await courier.start()
         await courier.booted()

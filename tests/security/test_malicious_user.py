@@ -1,0 +1,128 @@
+"""Threat row "allowed but malicious user": someone the operator let in, who then floods the bot.
+
+Can: queue jobs up to their caps. Cannot: have more than ``COURIER_MAX_JOBS_PER_USER`` queued or
+running, start more than the hourly and daily quotas allow (a burst of commands handled
+concurrently, as the bot does, included), run an admin command, let someone else in with
+``/allow`` or take someone out, or cancel another user's job. Real parts: python-telegram-bot
+against the Bot API emulator, PostgreSQL, the dispatcher on the fake ComfyUI (paused, so jobs
+stay active).
+"""
+
+import pytest
+from comfyui_courier import i18n
+from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.polling import until
+
+pytestmark = pytest.mark.timeout(180)
+
+ADMIN, MALLORY, QUOTA_USER, DAY_USER, VICTIM, STRANGER = 876543201, 876543202, 876543203, 876543204, 876543205, \
+    876543206
+BURST = 12
+
+
+def en(key: str, **params) -> str:
+    return i18n.text("en", key, **params)
+
+
+@pytest.fixture
+async def fake():
+    async with FakeComfyUI(steps=0) as server:
+        server.pause()  # jobs stay queued or running: the concurrent cap counts them
+        yield server
+
+
+async def fetch(courier, sql: str, *args):
+    async with courier.store.pool.acquire() as conn:
+        return await conn.fetch(sql, *args)
+
+
+def texts_to(bot, chat_id: int) -> list[str]:
+    return [c.params.get("text") for c in bot.outbox if c.params.get("chat_id") == chat_id and "text" in c.params]
+
+
+async def burst(botapi, bot, courier, user_id: int, refusal: str) -> int:
+    """``BURST`` /demo commands at once from ``user_id``; once each was answered by a job or by ``refusal``
+    (every handled command has a row in courier_updates), how many jobs there are."""
+    for n in range(BURST):
+        bot.inject_text(user_id, f"/demo burst {n}")
+
+    async def handled():
+        rows = await fetch(courier, "SELECT u.job_id FROM courier_updates u JOIN courier_jobs j ON j.id = u.job_id "
+                                    "WHERE j.user_id = $1", user_id)
+        return len(rows) + texts_to(bot, user_id).count(refusal) >= BURST
+
+    await until(handled, 30, f"{BURST} commands of {user_id} handled")
+    jobs = len(await fetch(courier, "SELECT 1 FROM courier_jobs WHERE user_id = $1", user_id))
+    assert texts_to(bot, user_id).count(refusal) == BURST - jobs
+    return jobs
+
+
+async def test_the_concurrent_cap_and_the_quotas_hold_under_a_burst(botapi, botapi_bot, pg_database, fake, tmp_path):
+    async with running_courier(botapi, botapi_bot, pg_database, fake.url, tmp_path, COURIER_ADMIN_USERS=str(ADMIN),
+                               COURIER_ALLOWED_USERS=f"{MALLORY},{QUOTA_USER},{DAY_USER}",
+                               COURIER_MAX_JOBS_PER_USER="3", COURIER_QUOTA_HOUR="4",
+                               COURIER_QUOTA_DAY="6") as courier:
+        assert await burst(botapi, botapi_bot, courier, MALLORY, en("too_many_jobs", count=3)) == 3
+
+    async with running_courier(botapi, botapi_bot, pg_database, fake.url, tmp_path, COURIER_ADMIN_USERS=str(ADMIN),
+                               COURIER_ALLOWED_USERS=f"{MALLORY},{QUOTA_USER},{DAY_USER}",
+                               COURIER_MAX_JOBS_PER_USER="50", COURIER_QUOTA_HOUR="4",
+                               COURIER_QUOTA_DAY="6") as courier:
+        hour_line = en("quota_hour_spent", limit=4, time="")[:40]
+        for n in range(BURST):
+            botapi_bot.inject_text(QUOTA_USER, f"/demo hour {n}")
+
+        async def answered() -> bool:
+            jobs = await fetch(courier, "SELECT 1 FROM courier_jobs WHERE user_id = $1", QUOTA_USER)
+            return len(jobs) + sum(t.startswith(hour_line) for t in texts_to(botapi_bot, QUOTA_USER)) >= BURST
+
+        await until(answered, 30, "the hourly burst answered")
+        assert len(await fetch(courier, "SELECT 1 FROM courier_jobs WHERE user_id = $1", QUOTA_USER)) == 4
+        assert sum(t.startswith(hour_line) for t in texts_to(botapi_bot, QUOTA_USER)) == BURST - 4
+
+        async with courier.store.pool.acquire() as conn:  # four jobs counted 2 to 5 hours ago: two left today
+            await conn.execute("INSERT INTO courier_users (user_id) VALUES ($1)", DAY_USER)
+            await conn.execute("INSERT INTO courier_quota_events (user_id, at) SELECT $1, now() - h * interval "
+                               "'1 hour' FROM generate_series(2, 5) h", DAY_USER)
+        day_line = en("quota_day_spent", limit=6, time="")[:40]
+        for n in range(BURST):
+            botapi_bot.inject_text(DAY_USER, f"/demo day {n}")
+
+        async def answered_day() -> bool:
+            jobs = await fetch(courier, "SELECT 1 FROM courier_jobs WHERE user_id = $1", DAY_USER)
+            return len(jobs) + sum(t.startswith(day_line) for t in texts_to(botapi_bot, DAY_USER)) >= BURST
+
+        await until(answered_day, 30, "the daily burst answered")
+        assert len(await fetch(courier, "SELECT 1 FROM courier_jobs WHERE user_id = $1", DAY_USER)) == 2
+        assert sum(t.startswith(day_line) for t in texts_to(botapi_bot, DAY_USER)) == BURST - 2
+
+
+async def test_admin_commands_are_refused_and_allow_does_nothing(botapi, botapi_bot, pg_database, fake, tmp_path):
+    async with running_courier(botapi, botapi_bot, pg_database, fake.url, tmp_path, COURIER_ADMIN_USERS=str(ADMIN),
+                               COURIER_ALLOWED_USERS=f"{MALLORY},{VICTIM}") as courier:
+        botapi_bot.inject_text(VICTIM, "/demo mine")
+        (victim_job,) = await until(lambda: fetch(courier, "SELECT id FROM courier_jobs WHERE user_id = $1", VICTIM),
+                                    15, "the victim's job")
+        commands = {"queue": "/queue", "allow": f"/allow {STRANGER}", "disallow": f"/disallow {VICTIM}",
+                    "ban": f"/ban {VICTIM}", "unban": f"/unban {MALLORY}", "stats": "/stats", "bench": "/bench demo",
+                    "compare": "/compare", "backends": "/backends drain 1"}
+        for text in commands.values():
+            botapi_bot.inject_text(MALLORY, text)
+        botapi_bot.inject_text(MALLORY, f"/cancel {victim_job['id']}")
+        wanted = [en("admin_only", name=name) for name in commands] + [en("cancel_job_none", id=victim_job["id"])]
+        await botapi.wait_for(lambda: len(texts_to(botapi_bot, MALLORY)) >= len(wanted), timeout=15)
+        assert sorted(texts_to(botapi_bot, MALLORY)) == sorted(wanted)
+
+        botapi_bot.inject_text(STRANGER, "/status")  # /allow by Mallory let nobody in
+        await botapi.wait_for(lambda: texts_to(botapi_bot, STRANGER), timeout=15)
+        assert texts_to(botapi_bot, STRANGER) == [en("not_allowed", user_id=STRANGER)]
+        botapi_bot.inject_text(VICTIM, "/status")  # nor took anyone out, nor banned them
+        await botapi_bot.wait_for_call("sendMessage", timeout=15, where=lambda c: c.params["chat_id"] == VICTIM
+                                       and c.params["text"].startswith(f"#{victim_job['id']} /demo"))
+        assert [tuple(r) for r in await fetch(courier, "SELECT user_id, banned, allowed, is_admin FROM courier_users "
+                                                       "ORDER BY user_id")] == [
+            (MALLORY, False, False, False), (VICTIM, False, False, False)]
+        assert [r["status"] for r in await fetch(courier, "SELECT status FROM courier_jobs")] in (["queued"],
+                                                                                                 ["running"])
+        assert await fetch(courier, "SELECT 1 FROM courier_backends WHERE draining") == []
