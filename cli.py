@@ -29,6 +29,7 @@ def main(argv: list[str]) -> int:
                    add_help=False)
     sub.add_parser("multi-gpu", help="run one ComfyUI per GPU as backends of one bot", add_help=False)
     sub.add_parser("catalogs", help="check the message catalogs, or port messages into them", add_help=False)
+    sub.add_parser("settings", help="print every setting as the table of docs/configuration.md")
     args, rest = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.command == "install-anon":
@@ -55,6 +56,11 @@ def main(argv: list[str]) -> int:
         from .catalogs import main as catalogs_main
 
         return catalogs_main(rest)
+    if args.command == "settings":
+        from .config import configuration_markdown
+
+        print(configuration_markdown(), end="")
+        return 0
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:

@@ -1,4 +1,4 @@
-"""The import order (ARCHITECTURE.md): a lower package never imports a higher one.
+"""The import order (docs/architecture.md): a lower package never imports a higher one.
 
 Read from the source with ``ast`` (nothing is imported), so an import inside a function counts
 as much as one at the top, relative or absolute.
