@@ -51,7 +51,11 @@ async def checked_us(policy, method: str, path: str, headers: dict, body: bytes 
 async def run(args, deadline: Deadline) -> None:
     load_pack()
     from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER, Policy, digest
-    from comfyui_courier.jobs.seed import seed_manifest, sendable_node_types, shipped_workflow
+    from comfyui_courier.jobs.seed import (
+        seed_manifest,
+        sendable_node_types,
+        shipped_workflow,
+    )
     from comfyui_courier.jobs.workflow import fill_job
 
     tokens = [f"credential-{i}" for i in range(3)]
