@@ -53,8 +53,11 @@ async def test_a_published_send_to_chat_reaches_only_the_jobs_chat(comfyui, bota
         await commands.put_command(service.store.pool, "hostile", workflow=hostile, description="hostile graph")
         botapi_bot.inject_text(VICTIM, "/help")
         botapi_bot.inject_text(USER, "/hostile")
-        await botapi_bot.wait_for_call("sendDocument", timeout=TIMEOUT_S,
-                                       where=lambda c: str(c.params.get("chat_id")) == str(USER))
+        started = time.monotonic()
+        while not any(c.method == "sendDocument" and str(c.params.get("chat_id")) == str(USER)
+                      for c in botapi_bot.calls):
+            assert time.monotonic() - started < TIMEOUT_S, [(c.method, c.params) for c in botapi_bot.calls][-6:]
+            await asyncio.sleep(0.1)
     assert [c for c in botapi_bot.calls if c.method in ("sendDocument", "sendPhoto")
             and str(c.params.get("chat_id")) == str(VICTIM)] == []
 
