@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -107,7 +108,10 @@ class Settings:
     webhook_url: str = _field("COURIER_WEBHOOK_URL", "",
                               "Public URL Telegram should POST updates to; empty = long polling")
     webhook_secret: Secret = _field("COURIER_WEBHOOK_SECRET", Secret(""),
-                                    "Secret token Telegram sends with each webhook update")
+                                    "Secret token Telegram sends with each webhook update (1-256 of A-Z a-z 0-9 _ -); "
+                                    "an update without it is refused; empty = one generated and kept in PostgreSQL",
+                                    pattern=(r"[A-Za-z0-9_-]{1,256}", "Telegram takes 1-256 characters of A-Z, a-z, "
+                                                                      "0-9, _ and -"))
     admin_token: Secret = _field("COURIER_ADMIN_TOKEN", Secret(""),
                                  "Token for the /courier admin routes (Authorization: Bearer <token>); "
                                  "empty = those routes refuse")
@@ -184,6 +188,9 @@ def _coerce(key: str, raw: Any, field: dataclasses.Field) -> Any:
         if kind is Secret:
             if not isinstance(raw, str):
                 raise TypeError("expected a string")
+            pattern, rule = field.metadata.get("pattern", (None, ""))
+            if raw.strip() and pattern is not None and not re.fullmatch(pattern, raw.strip()):
+                raise ValueError(rule)  # never the value: it is a secret
             return Secret(raw.strip())
         if kind is bool:
             if isinstance(raw, bool):

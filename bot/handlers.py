@@ -53,6 +53,22 @@ async def gatekeeper(update: Update, context: CourierContext) -> None:
     """Before any other handler: only new messages and button presses of allowed people go on
     (``access``: the allowlist and bans).
 
+    It fails closed: whatever the check raises goes to ``on_error`` (an incident reply, or the
+    wait for the database) and the update goes no further; python-telegram-bot would otherwise
+    hand it on to the next groups, allowlist and bans unchecked.
+    """
+    try:
+        await _admit(update, context)
+    except ApplicationHandlerStop:
+        raise
+    except Exception as exc:
+        await context.application.process_error(update, exc)
+        raise ApplicationHandlerStop from exc
+
+
+async def _admit(update: Update, context: CourierContext) -> None:
+    """Return if ``update`` may go on, else raise ApplicationHandlerStop (having told its sender why).
+
     Edits, channel posts and other kinds of update are dropped (an edit never queues a job
     twice). Anonymous group admins and posts on behalf of a channel all share one sender id,
     so nobody can be trusted or capped behind it: a command from one is refused politely.

@@ -14,10 +14,10 @@ from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes
 
 from .. import i18n
-from ..config import Settings
+from ..config import Secret, Settings
 from ..health import Health
 from ..store import access as access_store
-from ..store import commands
+from ..store import commands, webhook_secrets
 from .access import offer_ownership
 from .admin import admin_menu
 from .context import BotData, CourierContext
@@ -62,6 +62,9 @@ class BotService:
         self.application.bot_data.publish_admin_menu = lambda admin_id: self.publish_command_menu([admin_id])
         self._started = False
         self._poller: Poller | None = None
+        self.webhook_secret: Secret | None = None
+        """What Telegram sends in ``X-Telegram-Bot-Api-Secret-Token`` with each webhook update; None until
+        the bot registered its webhook (no update is taken then)."""
 
     @property
     def dispatcher(self):
@@ -93,9 +96,10 @@ class BotService:
                                   self.process_update)
             self._poller.start()
         else:
-            await self.application.bot.set_webhook(
-                self.settings.webhook_url, secret_token=self.settings.webhook_secret.reveal() or None,
-                allowed_updates=list(ALLOWED_UPDATES))
+            self.webhook_secret = self.settings.webhook_secret or Secret(
+                await webhook_secrets.webhook_secret(self.application.bot_data.store.pool, self.application.bot.id))
+            await self.application.bot.set_webhook(self.settings.webhook_url, secret_token=self.webhook_secret.reveal(),
+                                                   allowed_updates=list(ALLOWED_UPDATES))
         await self.publish_command_menu()
         self.health.set("bot", "ok", f"@{self.application.bot.username}",
                         mode="webhook" if self.settings.webhook_url else "polling")
@@ -141,6 +145,7 @@ class BotService:
                         "everyone" if scope is None else "an admin", exc)
 
     async def stop(self) -> None:
+        self.webhook_secret = None
         if self._started:
             if self._poller is not None:
                 await self._poller.stop()

@@ -1,7 +1,7 @@
 """Courier's HTTP routes, all under /courier/: one RouteTableDef per module.
 
-Access is decided per route by ``api.endpoint`` (admin token, or read-only from this machine);
-health and anyone stay public as before; the Telegram webhook checks its own secret.
+Access is decided per route by ``api.endpoint`` (admin token, read-only from this machine, the
+webhook's secret; health tells strangers the states only); anyone stays public as before.
 """
 
 from . import anyone, backends, benchmarks, commands, compare, files, health, jobs, sessions, telegram_webhook

@@ -1,6 +1,6 @@
 """What the /courier routes share: who may call them, bounded JSON bodies, one error shape.
 
-Three kinds of access (ComfyUI's own API has no authentication; ours must not widen that hole):
+Four kinds of access (ComfyUI's own API has no authentication; ours must not widen that hole):
 
 - ``ADMIN``: routes that change things. They need ``Authorization: Bearer <COURIER_ADMIN_TOKEN>``;
   with no token configured they refuse with 403 and say how to set one.
@@ -11,6 +11,13 @@ Three kinds of access (ComfyUI's own API has no authentication; ours must not wi
 - ``BACKEND``: what a Courier bot calls on its backends, next to ComfyUI's ``/prompt`` and
   ``/upload/image``: open to whoever may queue prompts here (this machine, or a client the hidden
   service authorized), as those are. Such a route may only touch Courier's own files.
+- ``TELEGRAM``: the webhook. Only Telegram, which proves itself by the secret the bot registered
+  with ``setWebhook`` (``X-Telegram-Bot-Api-Secret-Token``); there is always one (the operator's, or
+  one generated and kept in PostgreSQL), and until the bot has registered it nothing is taken.
+
+A ``STATUS`` route may declare what it answers a ``stranger`` (no token, not a local browser)
+instead of refusing: ``/courier/health`` tells each service's state, without the reasons, which
+name server paths.
 
 Errors are ``{"error": {"code", "message"}}`` with the matching HTTP status.
 """
@@ -37,6 +44,8 @@ log = get_logger("routes")
 ADMIN = "admin"
 STATUS = "status"
 BACKEND = "backend"
+TELEGRAM = "telegram"
+WEBHOOK_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BODY_BYTES = 1 * 2**20
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP")
 TOKEN_HELP = ("set COURIER_ADMIN_TOKEN (or admin_token in courier.toml) and send it as "
@@ -72,16 +81,25 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
                              dumps=functools.partial(json.dumps, default=_encode))
 
 
-def endpoint(access: str) -> Callable[[Handler], Handler]:
-    """Check ``access`` first, then turn ApiError and database failures into JSON errors."""
-    if access not in (ADMIN, STATUS, BACKEND):
+def endpoint(access: str, *, stranger: Handler | None = None) -> Callable[[Handler], Handler]:
+    """Check ``access`` first, then turn ApiError and database failures into JSON errors.
+
+    ``stranger`` (``STATUS`` only): what a caller without a token who is not a local browser gets
+    instead of 401/403.
+    """
+    if access not in (ADMIN, STATUS, BACKEND, TELEGRAM):
         raise ValueError(f"unknown access {access!r}")
+    if stranger is not None and access != STATUS:
+        raise ValueError("only a STATUS route answers strangers")
 
     def wrap(handler: Handler) -> Handler:
         @functools.wraps(handler)
         async def guarded(request: web.Request) -> web.StreamResponse:
+            courier = request.app[COURIER]
             try:
-                check_access(request, request.app[COURIER], access)
+                if stranger is not None and _bearer(request) is None and not is_local_browser(request, courier):
+                    return await stranger(request)
+                check_access(request, courier, access)
                 return await handler(request)
             except ApiError as exc:
                 return exc.response()
@@ -98,6 +116,9 @@ def check_access(request: web.Request, courier: Courier, access: str) -> None:
     """Raise ApiError unless the request may reach a route of this ``access``."""
     if access == BACKEND:
         return
+    if access == TELEGRAM:
+        _check_telegram(request, courier)
+        return
     settings = courier.settings
     token = settings.admin_token.reveal() if settings is not None else ""
     given = _bearer(request)
@@ -112,6 +133,20 @@ def check_access(request: web.Request, courier: Courier, access: str) -> None:
         raise ApiError(401, "unauthorized", f"missing admin token; {TOKEN_HELP}", challenge)
     if not hmac.compare_digest(given.encode(), token.encode()):
         raise ApiError(401, "bad_token", "the admin token is wrong", challenge)
+
+
+def _check_telegram(request: web.Request, courier: Courier) -> None:
+    settings, bot = courier.settings, courier.bot
+    if bot is None or not settings.webhook_url or not settings.receive_updates:
+        raise ApiError(404, "webhook_off", "webhook mode is off")
+    if bot.webhook_secret is None:
+        raise ApiError(503, "webhook_not_ready", "the bot has not registered its webhook yet",
+                       {"Retry-After": "5"})
+    given = request.headers.get(WEBHOOK_SECRET_HEADER)
+    if given is None:
+        raise ApiError(401, "unauthorized", f"missing {WEBHOOK_SECRET_HEADER}")
+    if not hmac.compare_digest(given.encode("utf-8", "replace"), bot.webhook_secret.reveal().encode()):
+        raise ApiError(403, "forbidden", "bad secret token")
 
 
 def _bearer(request: web.Request) -> str | None:

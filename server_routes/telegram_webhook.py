@@ -1,14 +1,14 @@
-"""POST /courier/telegram/webhook: updates from Telegram when COURIER_WEBHOOK_URL is set."""
+"""POST /courier/telegram/webhook: updates from Telegram when COURIER_WEBHOOK_URL is set (access: ``api.TELEGRAM``)."""
 
 from __future__ import annotations
 
-import hmac
 import json
 
 from aiohttp import web
 
 from ..logs import get_logger
 from ..runtime import COURIER
+from .api import TELEGRAM, endpoint
 
 log = get_logger("routes")
 routes = web.RouteTableDef()
@@ -17,15 +17,9 @@ MAX_UPDATE_BYTES = 1 * 2**20  # Telegram's updates are a few KB; files come by f
 
 
 @routes.post("/courier/telegram/webhook")
+@endpoint(TELEGRAM)
 async def telegram_webhook(request: web.Request) -> web.Response:
-    courier = request.app[COURIER]
-    bot = courier.bot
-    if bot is None or not courier.settings.webhook_url:
-        return web.json_response({"error": {"code": "webhook_off", "message": "webhook mode is off"}}, status=404)
-    expected = courier.settings.webhook_secret.reveal()
-    given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
-    if expected and not hmac.compare_digest(given.encode(), expected.encode()):
-        return web.json_response({"error": {"code": "forbidden", "message": "bad secret token"}}, status=403)
+    bot = request.app[COURIER].bot
     body = bytearray()
     async for chunk in request.content.iter_chunked(64 * 1024):
         body += chunk

@@ -593,6 +593,13 @@ UPDATE courier_polled_updates SET handled_at = now(), payload = '' WHERE bot_id 
 -- forget_old_polled_updates --
 DELETE FROM courier_polled_updates WHERE handled_at < now() - interval '1 day';
 
+-- webhook_secret --
+-- The webhook secret of bot $1: $2 for a bot that has none yet, else the one it has (a host that
+-- races another one's insert waits for it and gets its secret).
+INSERT INTO courier_webhook_secrets (bot_id, secret) VALUES ($1, $2)
+ON CONFLICT (bot_id) DO UPDATE SET bot_id = EXCLUDED.bot_id
+RETURNING secret;
+
 -- issue_buttons --
 -- The token of job $2's buttons: $1 for a job that has none yet, else the one it has.
 INSERT INTO courier_result_buttons (token, job_id) VALUES ($1, $2)

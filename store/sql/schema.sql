@@ -268,6 +268,12 @@ CREATE TABLE courier_polled_updates (
 CREATE INDEX courier_polled_updates_unhandled ON courier_polled_updates (bot_id, update_id)
     WHERE handled_at IS NULL;
 
+CREATE TABLE courier_webhook_secrets (
+    bot_id bigint PRIMARY KEY,  -- Telegram id of the bot
+    secret text NOT NULL,  -- 1-256 of A-Z a-z 0-9 _ - (Telegram's rule for secret_token)
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
 CREATE TABLE courier_owner_codes (
     code_hash bytea PRIMARY KEY,  -- sha256 of a one-time owner code (128 random bits)
     created_at timestamptz NOT NULL DEFAULT now()
