@@ -11,7 +11,7 @@ from ..jobs.ports import DeliveryFailed
 from ..jobs.submit import announce, submit
 from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER
-from ..store import commands
+from ..store import access, commands
 from .api import (ADMIN, STATUS, ApiError, Field, check_body, endpoint, json_response, query_int, query_text,
                   read_json, store_of)
 
@@ -41,9 +41,9 @@ async def run_benchmark(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
     if courier.bot is None:
         raise ApiError(503, "no_bot", "the bot is not running: results could not be delivered")
-    if body["chat_id"] not in courier.settings.admin_users:
-        raise ApiError(403, "not_admin", "chat_id must be one of COURIER_ADMIN_USERS")
     pool = store_of(courier).pool
+    if body["chat_id"] not in courier.settings.admin_users and body["chat_id"] not in await access.stored_admins(pool):
+        raise ApiError(403, "not_admin", "chat_id must be an admin's: one of COURIER_ADMIN_USERS or the owner's")
     command = await commands.get_command(pool, body["command"].lstrip("/"))
     if command is None:
         raise ApiError(404, "unknown_command", f"no command named {body['command']!r}")

@@ -11,6 +11,7 @@ from comfyui_courier.store import jobs
 from comfyui_courier.tests.server_routes.helpers import TOKEN
 
 ADMIN = 77
+OWNER = 4343
 
 
 @pytest.fixture
@@ -82,3 +83,17 @@ async def test_run_needs_the_admin_token(running):
     status, _, _ = await api.send("POST", "/courier/benchmarks/run", token=None,
                                   json={"command": "demo", "chat_id": ADMIN})
     assert status == 401
+
+
+async def test_the_owner_made_in_postgresql_is_an_admin_here_too(running, botapi, botapi_bot):
+    courier, api = running
+    status, reply, _ = await api.send("POST", "/courier/benchmarks/run", json={"command": "demo", "chat_id": OWNER})
+    assert (status, reply["error"]["code"]) == (403, "not_admin")
+    async with courier.store.pool.acquire() as conn:  # what /start <owner code> stores
+        await conn.execute("INSERT INTO courier_users (user_id, is_admin) VALUES ($1, true)", OWNER)
+    botapi.add_user(OWNER)
+    botapi_bot.inject_text(OWNER, "/start")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["chat_id"] == OWNER
+                                   and c.params["text"].startswith("Hi "))
+    status, reply, _ = await api.send("POST", "/courier/benchmarks/run", json={"command": "demo", "chat_id": OWNER})
+    assert status == 202, reply
