@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 import threading
 import time
 import uuid
@@ -40,6 +41,7 @@ VALID_S = 300.0  # a proof is good this long either side of the server's clock, 
 APPROVAL_S = 86400.0  # an approved prompt may wait in the queue this long
 MAX_REFUSALS = 1024  # reasons kept for the nodes to show; strangers' prompts cannot grow it further
 
+CHAT_ID = re.compile(r"-?[0-9]{1,20}")
 NO_CHECK = "this prompt did not pass Courier's editor check"
 
 
@@ -104,12 +106,13 @@ def sign(token: str, prompt: dict, ts: int, nonce: str) -> dict[str, Any]:
 
 
 def targets(prompt: dict) -> dict[str, Any]:
-    """Telegram Output node id -> its ``send_to_chat`` where one is set (a string, or a link)."""
+    """Telegram Output node id -> its ``send_to_chat`` where one is set (a chat id, or a link); a value that
+    is no chat id is left to the node's validation, which refuses the prompt."""
     found = {}
     for node_id, node in prompt.items():
         if isinstance(node, dict) and node.get("class_type") == OUTPUT_NODE and isinstance(node.get("inputs"), dict):
             value = node["inputs"].get("send_to_chat")
-            if value is not None and (not isinstance(value, str) or value.strip()):
+            if value is not None and (not isinstance(value, str) or CHAT_ID.fullmatch(value.strip())):
                 found[str(node_id)] = value.strip() if isinstance(value, str) else value
     return found
 
