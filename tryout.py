@@ -111,7 +111,8 @@ async def run(options: Options) -> int:
         log_path = (data_dir if options.keep else scratch) / "comfyui.log"
         comfyui = start_comfyui(options, env, log_path)
         stack.push_async_callback(stop_comfyui, comfyui, data_dir)
-        waiting = asyncio.ensure_future(wait_healthy(comfyui, log_path, options, anyone=anon is not None))
+        waiting = asyncio.ensure_future(wait_healthy(comfyui, log_path, options, env["COURIER_ADMIN_TOKEN"],
+                                                     anyone=anon is not None))
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait((waiting, stopping), return_when=asyncio.FIRST_COMPLETED)
         if waiting.done():  # else stopped while ComfyUI was starting
@@ -161,8 +162,9 @@ def bot_token() -> str:
 
 
 def courier_environment(api_url: str, token: str, data_dir: Path) -> dict[str, str]:
-    """ComfyUI's environment: every Courier setting at its default, but the bot's token, API and data, and
-    every user allowed (the emulator's chat users are the only ones there are)."""
+    """ComfyUI's environment: every Courier setting at its default, but the bot's token, API and data, every
+    user allowed (the emulator's chat users are the only ones there are), and an admin token of this run's
+    own (a hidden service's health, the onion address included, is told only to its holder)."""
     env = {name: value for name, value in os.environ.items() if not name.startswith(("COURIER_", "TELEGRAM_"))}
     for field in dataclasses.fields(Settings):
         default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
@@ -173,7 +175,8 @@ def courier_environment(api_url: str, token: str, data_dir: Path) -> dict[str, s
         else:
             env[field.metadata["env"]] = str(default)
     env.update(TELEGRAM_BOT_TOKEN=token, COURIER_TELEGRAM_API_URL=api_url, COURIER_DATA_DIR=str(data_dir),
-               COURIER_PROGRESS_INTERVAL_S="1", COURIER_ALLOWED_USERS="*", PYTHONUNBUFFERED="1")
+               COURIER_PROGRESS_INTERVAL_S="1", COURIER_ALLOWED_USERS="*", COURIER_ADMIN_TOKEN=secrets.token_urlsafe(32),
+               PYTHONUNBUFFERED="1")
     return env
 
 
@@ -210,14 +213,15 @@ def start_comfyui(options: Options, env: dict[str, str], log_path: Path) -> subp
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
-async def wait_healthy(comfyui: subprocess.Popen, log_path: Path, options: Options, *, anyone: bool) -> dict:
+async def wait_healthy(comfyui: subprocess.Popen, log_path: Path, options: Options, admin_token: str, *,
+                       anyone: bool) -> dict:
     """Until the bot, the dispatcher (and Anyone) are ok: their health; ComfyUI's exit or the timeout is a TryError."""
     url = f"http://127.0.0.1:{options.comfyui_port}/courier/health"
     wanted = ("database", "bot", "dispatcher", *(("anyone",) if anyone else ()))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + options.timeout
     components: dict = {}
-    async with aiohttp.ClientSession(trust_env=False) as http:
+    async with aiohttp.ClientSession(trust_env=False, headers={"Authorization": f"Bearer {admin_token}"}) as http:
         while True:
             if comfyui.poll() is not None:
                 kept = f"its log: {log_path}" if options.keep else "--keep keeps its log"

@@ -19,6 +19,7 @@ from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.graphs import cpu_bound
 
 USER, VICTIM = 601, 602
+PATIENT = 603  # the timeout test's own user: its /history filter must not find the other test's prompt
 TIMEOUT_S = 120.0
 
 
@@ -52,24 +53,24 @@ async def test_a_published_send_to_chat_reaches_only_the_jobs_chat(comfyui, bota
     async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path, **env) as service:
         await commands.put_command(service.store.pool, "hostile", workflow=hostile, description="hostile graph")
         botapi_bot.inject_text(VICTIM, "/help")
-        botapi_bot.inject_text(USER, "/hostile")
+        botapi_bot.inject_text(USER, "/hostile a fox")
         started = time.monotonic()
         while not any(c.method == "sendDocument" and str(c.params.get("chat_id")) == str(USER)
                       for c in botapi_bot.calls):
-            assert time.monotonic() - started < TIMEOUT_S, [(c.method, c.params) for c in botapi_bot.calls][-6:]
+            assert time.monotonic() - started < TIMEOUT_S, [(c.method, c.params) for c in botapi_bot.calls if c.method != "getUpdates"][-6:]
             await asyncio.sleep(0.1)
     assert [c for c in botapi_bot.calls if c.method in ("sendDocument", "sendPhoto")
             and str(c.params.get("chat_id")) == str(VICTIM)] == []
 
 
 async def test_a_published_graph_cannot_outlive_the_job_timeout(comfyui, botapi, botapi_bot, pg_database, tmp_path):
-    env = {"COURIER_ALLOWED_USERS": str(USER), "COURIER_JOB_TIMEOUT_S": "1"}
+    env = {"COURIER_ALLOWED_USERS": str(PATIENT), "COURIER_JOB_TIMEOUT_S": "1"}
     async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path, **env) as service:
         await commands.put_command(service.store.pool, "endless", workflow=cpu_bound(2048, 24),
                                    description="CPU-bound for several seconds")
         started = time.monotonic()
-        botapi_bot.inject_text(USER, "/endless")
-        while not any(str(c.params.get("chat_id")) == str(USER) and "took longer than 1 s and was stopped"
+        botapi_bot.inject_text(PATIENT, "/endless a fox")
+        while not any(str(c.params.get("chat_id")) == str(PATIENT) and "took longer than 1 s and was stopped"
                       in str(c.params.get("text", "")) for c in botapi_bot.calls):  # posted or edited in
             assert time.monotonic() - started < TIMEOUT_S, "no timeout reply"
             await asyncio.sleep(0.1)
@@ -78,7 +79,7 @@ async def test_a_published_graph_cannot_outlive_the_job_timeout(comfyui, botapi,
         while True:  # the prompt is interrupted, not left running to its end
             async with http.get(f"{comfyui.url}/history") as reply:
                 records = [r for r in (await reply.json()).values()
-                           if r["prompt"][2]["1"]["inputs"].get("user_id") == str(USER)]
+                           if r["prompt"][2]["1"]["inputs"].get("user_id") == str(PATIENT)]
             if records and records[-1]["status"].get("completed") is not None:
                 record = records[-1]
                 break
