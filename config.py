@@ -97,7 +97,9 @@ class Settings:
                                  "user ids and @usernames (comma separated; a username counts for the id it first "
                                  "comes with), or * for everyone; empty = nobody else (private)",
                                  item=user_ref)
-    language: str = _field("COURIER_LANGUAGE", "en", "Fallback language for replies (en, de, ru, zh, ja, tr)")
+    language: str = _field("COURIER_LANGUAGE", "en",
+                           "Fallback language for replies (en, de, ru, zh, ja, tr); users get their /lang choice, "
+                           "else their Telegram app's language when there is a catalog for it")
     database_url: Secret = _field("COURIER_DATABASE_URL", Secret(""),
                                   "PostgreSQL URL; empty = embedded server in the data directory")
     data_dir: str = _field("COURIER_DATA_DIR", "",
@@ -106,7 +108,8 @@ class Settings:
                             "ComfyUI servers to run jobs on (http://host:port or http://<id>.anon); "
                             "empty = this ComfyUI on loopback")
     webhook_url: str = _field("COURIER_WEBHOOK_URL", "",
-                              "Public URL Telegram should POST updates to; empty = long polling")
+                              "Public URL Telegram should POST updates to (served at /courier/telegram/webhook); "
+                              "empty = long polling")
     webhook_secret: Secret = _field("COURIER_WEBHOOK_SECRET", Secret(""),
                                     "Secret token Telegram sends with each webhook update (1-256 of A-Z a-z 0-9 _ -); "
                                     "an update without it is refused; empty = one generated and kept in PostgreSQL",
@@ -133,11 +136,12 @@ class Settings:
                                     "Bot API server's: 2000); a bigger result is announced with its size",
                                     minimum=0.001)
     max_image_mb: float = _field("COURIER_MAX_IMAGE_MB", 20.0,
-                                 "Largest image a user may send", minimum=0.1)
+                                 "Largest image a user may send, checked before queueing (Telegram lets bots download "
+                                 "at most 20 MB, whatever this says)", minimum=0.1)
     max_jobs_per_user: int = _field("COURIER_MAX_JOBS_PER_USER", 5,
                                     "Queued + running jobs one user may have at once", minimum=1)
     edit_command: str = _field("COURIER_EDIT_COMMAND", "qwen",
-                               "The command the edit button under a result runs with the user's instruction")
+                               "The command the ✏️ button under a result runs with the user's instruction")
     quota_hour: int = _field("COURIER_QUOTA_HOUR", 0,
                              "Jobs one user may start per hour (admins: no limit); 0 = no limit", minimum=0)
     quota_day: int = _field("COURIER_QUOTA_DAY", 0,
@@ -146,27 +150,32 @@ class Settings:
                                  "Finished jobs, their files on the backends and idle chat sessions are "
                                  "deleted after this many days; 0 = kept until /forget", minimum=0)
     job_timeout_s: float = _field("COURIER_JOB_TIMEOUT_S", 1800.0,
-                                  "A job running longer than this is failed", minimum=1.0)
+                                  "A job running longer than this is stopped (its prompt interrupted) and failed",
+                                  minimum=1.0)
     job_lease_s: float = _field("COURIER_JOB_LEASE_S", 60.0,
-                                "Seconds a host's claim on a running job lasts unrenewed (it renews every third); "
-                                "a killed host's jobs go to another host after this", minimum=3.0)
+                                "Seconds a host's claim on a running job lasts unrenewed (renewed every 2 s, or every "
+                                "third of it if shorter); a killed host's jobs go to another host after this",
+                                minimum=3.0)
     receive_updates: bool = _field("COURIER_RECEIVE_UPDATES", True,
                                    "Take Telegram updates here (polling or webhook); off = only run jobs and send "
                                    "their results, beside a host on the same database that takes them")
     pipeline_depth: int = _field("COURIER_PIPELINE_DEPTH", 2,
                                  "Prompts kept on each backend at once, counting the running one, so the next "
-                                 "job's upload and queueing overlap the current run; 1 = one at a time",
+                                 "job's upload and queueing overlap the current run; 1 = one at a time; a /bench "
+                                 "session still has its backend alone",
                                  minimum=1)
     anyone_enabled: bool = _field("COURIER_ANYONE", False,
                                   "Start anon and publish ComfyUI as a hidden service")
     anyone_agree_to_terms: bool = _field("COURIER_ANYONE_AGREE_TO_TERMS", False,
                                          "You accept the Anyone network terms (anon refuses to start otherwise)")
-    anon_binary: str = _field("COURIER_ANON_BINARY", "", "Path to the anon binary; empty = installed one")
+    anon_binary: str = _field("COURIER_ANON_BINARY", "",
+                              "Path to the anon binary; empty = the one python <pack> install-anon installed")
     anyone_socks_url: str = _field("COURIER_ANYONE_SOCKS", "",
                                    "SOCKS5 proxy for .anon backends; empty = the anon we start")
     anyone_client_auth: bool = _field("COURIER_ANYONE_CLIENT_AUTH", True,
                                       "Only clients with an authorized key reach the hidden service; "
-                                      "0 = anyone who learns the address (not recommended)")
+                                      "0 = anyone who learns the address (not recommended; logged as a warning "
+                                      "at every start)")
     anyone_expose_ui: bool = _field("COURIER_ANYONE_EXPOSE_UI", False,
                                     "Pass every ComfyUI route through the hidden service (the editor, user "
                                     "data, other packs' routes); off = only what a Courier bot needs")
@@ -243,10 +252,22 @@ def load_settings(config_file: Path | None = None,
 
 
 def settings_table() -> list[tuple[str, str, str, str]]:
-    """(env var, toml key, default, help) rows for the README's configuration table."""
+    """(env var, toml key, default as shown, help) of every setting, in the order of ``Settings``."""
     rows = []
     for f in dataclasses.fields(Settings):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        shown = "" if isinstance(default, Secret) else default
-        rows.append((f.metadata["env"], f.name, repr(shown), f.metadata["help"]))
+        if isinstance(default, bool):
+            shown = "on" if default else "off"
+        elif isinstance(default, (Secret, str, list)):
+            shown = f"`{default}`" if isinstance(default, str) and default else ""
+        else:
+            shown = f"`{default:g}`" if isinstance(default, float) else f"`{default}`"
+        rows.append((f.metadata["env"], f.name, shown, f.metadata["help"]))
     return rows
+
+
+def configuration_markdown() -> str:
+    """The table of docs/configuration.md (``python <pack> settings`` prints it; a test keeps the doc in step)."""
+    lines = ["| environment | courier.toml | default | meaning |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{env}` | `{key}` | {shown} | {help_text} |" for env, key, shown, help_text in settings_table()]
+    return "\n".join(lines) + "\n"
