@@ -6,10 +6,12 @@ hidden-service client), so Telegram Output sends to a chat only on proof. The ed
 queues with a chat: ``mac`` is HMAC-SHA256, keyed by ``COURIER_ADMIN_TOKEN``, over the chats, the
 prompt's canonical hash, the timestamp (ms) and the nonce. ``EditorGate.on_prompt``, a PromptServer
 on-prompt handler, takes the proof out (it never reaches ``/history``), checks it (``VALID_S``, one
-use, an allowed chat) and records the approval by (prompt id, node id); on any doubt it blanks
-``send_to_chat`` and records why. The node sends only what it can ``take`` from the gate, for the
-very graph approved: a prompt the gate did not approve -- another way in, an error in the gate --
-sends nothing.
+use, chats typed into the node) and records the approval by (prompt id, node id); on any doubt it
+blanks ``send_to_chat`` and records why. The node sends only what it can ``take`` from the gate, for
+the very graph approved: a prompt the gate did not approve -- another way in, an error in the gate --
+sends nothing. Whether the chat may receive the render (an allowed user or admin of the bot, as
+PostgreSQL and the settings say) the node asks at send time, on the server's loop
+(``bot.access.may_receive``): the gate runs synchronously, where the database cannot be asked.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from typing import Any, NamedTuple
 
 from aiohttp import web
 
-from .config import EVERYONE
 from .logs import get_logger
 
 log = get_logger("editor")
@@ -120,9 +121,8 @@ def targets(prompt: dict) -> dict[str, Any]:
 class EditorGate:
     """Judges prompts as ComfyUI takes them (``on_prompt``); Telegram Output asks it (``take``)."""
 
-    def __init__(self, admin_token: str, may_receive: Callable[[int], bool], clock: Callable[[], float] = time.time):
+    def __init__(self, admin_token: str, clock: Callable[[], float] = time.time):
         self._token = admin_token
-        self._may_receive = may_receive
         self._clock = clock
         self._lock = threading.Lock()  # on_prompt runs on the loop, take on ComfyUI's worker thread
         self._nonces: dict[str, float] = {}
@@ -190,9 +190,6 @@ class EditorGate:
         with self._lock:
             if proof["nonce"] in self._nonces:
                 return "the editor's proof was already used"
-        for chat in chats:
-            if not (chat.isdigit() and self._may_receive(int(chat))):
-                return f"chat {chat} is not an allowed user or admin of the bot"
         return None
 
     def take(self, prompt_id: str, node_id: str, send_to_chat: str, prompt: Any) -> tuple[int | None, str | None]:
@@ -217,10 +214,3 @@ class EditorGate:
 
 
 EDITOR_GATE = web.AppKey("courier_editor_gate", EditorGate)
-
-
-def allowed_chat(settings, chat_id: int) -> bool:
-    """Whether the bot's settings let ``chat_id`` (a user's private chat) receive renders from the editor."""
-    if settings is None or chat_id <= 0:
-        return False
-    return chat_id in settings.admin_users or chat_id in settings.allowed_users or EVERYONE in settings.allowed_users

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .editor_proof import EDITOR_GATE, EditorGate, allowed_chat
+from .editor_proof import EDITOR_GATE, EditorGate
 from .logs import get_logger
 from .runtime import COURIER, Courier
 from .server_routes import ROUTE_TABLES
@@ -30,8 +30,7 @@ def attach(prompt_server) -> None:
     app[COURIER] = courier
     app.middlewares.insert(0, host_guard(courier.settings))  # before ComfyUI's own: a refused Host goes no further
     settings = courier.settings
-    gate = EditorGate(settings.admin_token.reveal() if settings is not None else "",
-                      lambda chat_id: allowed_chat(settings, chat_id))
+    gate = EditorGate(settings.admin_token.reveal() if settings is not None else "")
     app[EDITOR_GATE] = gate
     prompt_server.add_on_prompt_handler(gate.on_prompt)
     for table in ROUTE_TABLES:  # ComfyUI serves its route table under / and /api/ (the frontend uses /api)

@@ -41,14 +41,13 @@ def is_admin(update: Update, context: CourierContext) -> bool:
                                  or bool((context.user_data or {}).get(STORED_ADMIN)))
 
 
-def allowed_ids(context: CourierContext) -> list[int]:
+def allowed_ids(settings: Settings) -> list[int]:
     """The ids the settings let in, the admins' among them."""
-    settings = context.settings
     return [entry for entry in settings.allowed_users if isinstance(entry, int)] + list(settings.admin_users)
 
 
-def allowed_names(context: CourierContext) -> list[str]:
-    return [entry[1:] for entry in context.settings.allowed_users if isinstance(entry, str) and entry != EVERYONE]
+def allowed_names(settings: Settings) -> list[str]:
+    return [entry[1:] for entry in settings.allowed_users if isinstance(entry, str) and entry != EVERYONE]
 
 
 async def refusal(update: Update, context: CourierContext) -> str | None:
@@ -61,8 +60,9 @@ async def refusal(update: Update, context: CourierContext) -> str | None:
     """
     user = update.effective_user
     username = (clean_text(user.username) or "").lower() or None
-    admission = await access.admit(context.pool, user.id, username, allowed_ids(context), allowed_names(context),
-                                   EVERYONE in context.settings.allowed_users)
+    settings = context.settings
+    admission = await access.admit(context.pool, user.id, username, allowed_ids(settings), allowed_names(settings),
+                                   EVERYONE in settings.allowed_users)
     context.user_data[CHOSEN_LANGUAGE] = admission.language
     context.user_data[STORED_ADMIN] = admission.admin
     if is_admin(update, context):
@@ -74,6 +74,18 @@ async def refusal(update: Update, context: CourierContext) -> str | None:
     if not admission.allowed:
         return context.t(update, "not_allowed", user_id=user.id)
     return None
+
+
+async def may_receive(pool, settings: Settings, user_id: int) -> bool:
+    """Whether a render sent from the graph editor may go to ``user_id``'s private chat: whoever
+    ``refusal`` lets in (admins, of the settings or PostgreSQL; users the settings or ``/allow`` let
+    in, unless banned). Asked at send time, without writing a row for a stranger."""
+    if not 0 < user_id < 2**63:  # a group or channel, or no PostgreSQL bigint: nobody's private chat
+        return False
+    if user_id in settings.admin_users:
+        return True
+    return await access.may_receive(pool, user_id, allowed_ids(settings), allowed_names(settings),
+                                    EVERYONE in settings.allowed_users)
 
 
 async def claim_owner(update: Update, context: CourierContext) -> bool:

@@ -4,8 +4,9 @@ A bot job's results are sent by the dispatcher, which reads this node's UI outpu
 sets ``bot_job`` on each job's node, which then hands it the files without a ``/view`` round
 trip (``hand_back``). Run from the editor with ``send_to_chat`` set, the node sends the render
 itself through the running Courier's bot ("send this render to my Telegram"), but only when
-Courier's editor gate approved that prompt (``editor_proof``): anyone who can queue a prompt could
-set the input. Publishing the graph as a command resets it, so bot jobs never send twice. Files go
+Courier's editor gate approved that prompt (``editor_proof``), since anyone who can queue a prompt
+could set the input, and only to an allowed user or admin of the bot (PostgreSQL is asked as it
+sends). Publishing the graph as a command resets it, so bot jobs never send twice. Files go
 under ``output/courier/`` whatever ``filename_prefix`` says, and errors name them relative to
 ComfyUI's folders (they land in ``/history``).
 """
@@ -116,8 +117,8 @@ class TelegramOutput:
             hand_back(saved)
         chat, refusal = editor_verdict(send_to_chat, prompt)
         if chat is not None:
-            await send_from_editor(*running_courier(), chat, saved)
-        elif refusal is not None:
+            refusal = await send_from_editor(*running_courier(), chat, saved)
+        if refusal is not None:
             ui["text"] = [f"not sent to Telegram: {refusal}"]  # the files are saved all the same
         return {"ui": ui}
 
@@ -252,15 +253,27 @@ async def send_files(bot, chat_id: int, paths: list[str]) -> list[dict[str, Any]
     return sent
 
 
-async def send_from_editor(courier, loop: asyncio.AbstractEventLoop, chat_id: int, saved: list[Saved]) -> None:
-    """Send through ``courier``'s bot on ``loop`` (the server's, where the bot lives)."""
+async def send_from_editor(courier, loop: asyncio.AbstractEventLoop, chat_id: int,
+                           saved: list[Saved]) -> str | None:
+    """Send through ``courier``'s bot on ``loop`` (the server's, where the bot and the database live);
+    None when sent, or why nothing was: ``chat_id`` is not an allowed user or admin of the bot."""
     if courier is None or courier.bot is None:
         reason = courier.health.report()["bot"]["reason"] if courier is not None else "Courier is not loaded"
         raise RuntimeError(f"cannot send to Telegram chat {chat_id}: the bot is not running ({reason}); "
                            f"the render is saved as {relative_name(saved[0])}")
-    future = asyncio.run_coroutine_threadsafe(
-        send_files(courier.bot.application.bot, chat_id, [s.path for s in saved]), loop)
-    await asyncio.wait_for(asyncio.wrap_future(future), SEND_TIMEOUT_S)
+    future = asyncio.run_coroutine_threadsafe(send_to_recipient(courier, chat_id, [s.path for s in saved]), loop)
+    return await asyncio.wait_for(asyncio.wrap_future(future), SEND_TIMEOUT_S)
+
+
+async def send_to_recipient(courier, chat_id: int, paths: list[str]) -> str | None:
+    """``send_files`` if the bot would let ``chat_id`` in (PostgreSQL's admins, /allow and bans with the
+    settings); else sends nothing and says why."""
+    from ..bot.access import may_receive
+
+    if not await may_receive(courier.store.pool, courier.settings, chat_id):
+        return f"chat {chat_id} is not an allowed user or admin of the bot"
+    await send_files(courier.bot.application.bot, chat_id, paths)
+    return None
 
 
 def relative_name(saved: Saved) -> str:

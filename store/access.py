@@ -34,6 +34,14 @@ async def admit(db: Db, user_id: int, username: str | None, allowed_ids: list[in
     return Admission(row["banned"], row["allowed"], row["language"], row["admin"], row["owner_wanted"])
 
 
+async def may_receive(db: Db, user_id: int, allowed_ids: list[int], allowed_names: list[str],
+                      everyone: bool) -> bool:
+    """Whether ``admit`` would let the user in, not banned (a stored admin always), asked without
+    writing anything: for a chat id typed into the graph editor, which brings no username."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("may_receive"), user_id, allowed_ids, allowed_names, everyone)
+
+
 async def set_allowed(db: Db, user_id: int, allowed: bool) -> bool:
     """``/allow`` or ``/disallow``; False when a disallowed user had not been let in by ``/allow``."""
     async with acquire(db) as conn:

@@ -1,9 +1,12 @@
-"""The editor gate without ComfyUI: what proves a send_to_chat, and that every doubt sends nothing."""
+"""The editor gate without ComfyUI: what proves a send_to_chat, and that every doubt sends nothing; and who
+may receive what it proves, asked of real PostgreSQL when the node sends."""
 
 import copy
 import secrets
 
 import pytest
+from comfyui_courier.bot.access import may_receive
+from comfyui_courier.config import Settings
 from comfyui_courier.editor_proof import (
     NO_CHECK,
     PROOF_KEY,
@@ -13,10 +16,10 @@ from comfyui_courier.editor_proof import (
     js_number,
     sign,
 )
+from comfyui_courier.store import access
 
 TOKEN = "admin-token-for-tests"
 NOW = 1_700_000_000.0
-ALLOWED = {4242, 7}
 
 
 def graph(chat="4242"):
@@ -38,7 +41,7 @@ def proof_for(prompt, *, token=TOKEN, at=NOW):
 
 @pytest.fixture
 def gate():
-    return EditorGate(TOKEN, ALLOWED.__contains__, clock=lambda: NOW)
+    return EditorGate(TOKEN, clock=lambda: NOW)
 
 
 def judged(gate, data):
@@ -64,8 +67,6 @@ def test_a_valid_proof_lets_the_node_send_once_and_leaves_no_trace_in_the_prompt
     ("other chat", "for another graph or chat"),
     ("other token", "for another graph or chat"),
     ("malformed", "malformed"),
-    ("not allowed", "chat 99 is not an allowed user"),
-    ("group", "chat -100 is not an allowed user"),
     ("linked", "typed into the node, not linked"),
 ])
 def test_any_doubt_blanks_the_chat_and_the_node_says_why(gate, case, reason):
@@ -75,9 +76,6 @@ def test_any_doubt_blanks_the_chat_and_the_node_says_why(gate, case, reason):
              "other graph": proof_for(graph() | {"3": {"class_type": "X", "inputs": {}}}),
              "other chat": proof_for(graph("7")), "other token": proof_for(prompt, token="guess"),
              "malformed": {"ts": "now", "nonce": "x", "mac": ""}}.get(case)
-    if case in ("not allowed", "group"):
-        prompt = graph("99" if case == "not allowed" else "-100")
-        proof = proof_for(prompt)
     if case == "linked":
         prompt = graph(["1", 0])
         proof = proof_for(prompt)
@@ -95,9 +93,14 @@ def test_a_replayed_proof_sends_nothing(gate):
 
 
 def test_without_an_admin_token_nothing_is_ever_approved():
-    gate = EditorGate("", ALLOWED.__contains__, clock=lambda: NOW)
+    gate = EditorGate("", clock=lambda: NOW)
     _, (chat, why) = judged(gate, body(graph(), proof_for(graph(), token="")))
     assert chat is None and "COURIER_ADMIN_TOKEN is not set" in why
+
+
+@pytest.mark.parametrize("chat", ["99", "-100"])
+def test_the_gate_proves_the_editor_and_leaves_the_recipient_to_the_send(gate, chat):
+    assert judged(gate, body(graph(chat), proof_for(graph(chat))))[1] == (int(chat), None)  # may_receive decides
 
 
 def test_the_node_fails_closed_when_the_gate_never_saw_the_prompt(gate):
@@ -138,3 +141,44 @@ def test_numbers_are_written_as_javascript_writes_them(number, text):
 
 def test_canonical_json_sorts_keys_and_keeps_text():
     assert canonical_json({"b": [1, 2.5, "ü\n"], "a": None, "c": True}) == '{"a":null,"b":[1,2.5,"ü\\n"],"c":true}'
+
+
+ADMIN, USER, ALLOWED, STORED_ADMIN, NAMED, STRANGER = 1, 4242, 7, 8, 9, 99
+
+
+async def users(store) -> list[int]:
+    async with store.pool.acquire() as conn:
+        return [row["user_id"] for row in await conn.fetch("SELECT user_id FROM courier_users ORDER BY user_id")]
+
+
+async def make_owner(pool, user_id: int) -> None:
+    """``user_id`` made the first admin with the console's one-time code."""
+    assert await access.add_owner_code(pool, "owner-code") and await access.claim_owner(pool, user_id, "owner-code")
+
+
+async def test_renders_go_to_whom_the_bot_lets_in_as_postgresql_and_the_settings_say(store):
+    settings = Settings(admin_users=[ADMIN], allowed_users=[USER, "@named"])
+    pool = store.pool
+    await make_owner(pool, STORED_ADMIN)
+    await access.set_allowed(pool, ALLOWED, True)  # /allow
+    await access.admit(pool, NAMED, "named", [], ["named"], False)  # @named is bound to the id it came with
+    for user in (ADMIN, USER, ALLOWED, STORED_ADMIN, NAMED):
+        assert await may_receive(pool, settings, user), user
+    before = await users(store)
+    for chat in (STRANGER, -100, -USER, 0, 2**64):  # a stranger, groups, no PostgreSQL bigint
+        assert not await may_receive(pool, settings, chat), chat
+    assert await users(store) == before  # asking writes no row for a stranger
+    assert await may_receive(pool, Settings(allowed_users=["*"]), STRANGER) and await users(store) == before
+
+
+async def test_a_banned_user_receives_nothing_but_admins_are_never_banned(store):
+    settings = Settings(admin_users=[ADMIN], allowed_users=[USER])
+    pool = store.pool
+    await make_owner(pool, STORED_ADMIN)
+    await access.set_allowed(pool, ALLOWED, True)
+    for user in (ADMIN, USER, ALLOWED, STORED_ADMIN, STRANGER):
+        await access.set_banned(pool, user, True)
+    assert not await may_receive(pool, settings, USER)  # allowed in the settings, banned in PostgreSQL
+    assert not await may_receive(pool, settings, ALLOWED)
+    assert not await may_receive(pool, Settings(allowed_users=["*"]), STRANGER)
+    assert await may_receive(pool, settings, ADMIN) and await may_receive(pool, settings, STORED_ADMIN)

@@ -421,6 +421,21 @@ ON CONFLICT (user_id) DO UPDATE SET allowed = true;
 -- /disallow: user $1 is no longer let in by /allow; returns whether /allow had let them in.
 UPDATE courier_users SET allowed = false WHERE user_id = $1 AND allowed RETURNING user_id;
 
+-- may_receive --
+-- Whether user $1 may be sent a render from the graph editor, by the same rules as admit_user
+-- ($2 the ids the settings let in, the admins' among them, $3 the allowed usernames, $4 everyone)
+-- but read-only: no username is bound, no row written. An admin made in PostgreSQL may; a banned
+-- user may not; anyone else if the settings, /allow or an allowed username bound to them let them
+-- in. COURIER_ADMIN_USERS are never banned: the caller lets them in without asking.
+WITH known AS (
+    SELECT banned, allowed, is_admin FROM courier_users WHERE user_id = $1
+)
+SELECT coalesce((SELECT is_admin FROM known), false)
+       OR (NOT coalesce((SELECT banned FROM known), false)
+           AND ($4 OR $1 = ANY($2::bigint[])
+                OR coalesce((SELECT allowed FROM known), false)
+                OR EXISTS (SELECT 1 FROM courier_allowed_names WHERE user_id = $1 AND username = ANY($3::text[]))));
+
 -- stored_admins --
 -- The admins made in PostgreSQL (by an owner code), beside COURIER_ADMIN_USERS.
 SELECT user_id FROM courier_users WHERE is_admin ORDER BY user_id;

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from comfyui_courier.config import Settings
 from comfyui_courier.health import Health
 from comfyui_courier.nodes import telegram_output
 from comfyui_courier.nodes.telegram_output import (
@@ -185,11 +186,16 @@ async def test_send_files_sends_images_losslessly_and_videos_as_video(tmp_path, 
         assert image.size == (48, 32)
 
 
-async def test_send_from_editor_uses_the_running_bot(tmp_path, bot, botapi_bot):
+async def test_send_from_editor_uses_the_running_bot_for_allowed_users_only(tmp_path, bot, botapi_bot, store):
     (png,) = save_images(frames(1), target(tmp_path), None)
-    courier = SimpleNamespace(bot=SimpleNamespace(application=SimpleNamespace(bot=bot)), health=Health("bot"))
-    await send_from_editor(courier, asyncio.get_running_loop(), 4242, [png])
+    courier = SimpleNamespace(bot=SimpleNamespace(application=SimpleNamespace(bot=bot)), health=Health("bot"),
+                              store=store, settings=Settings(allowed_users=[4242]))
+    assert await send_from_editor(courier, asyncio.get_running_loop(), 4242, [png]) is None
     assert botapi_bot.outbox[0].method == "sendDocument"
+    sent = len(botapi_bot.outbox)
+    assert await send_from_editor(courier, asyncio.get_running_loop(), 5555, [png]) == (
+        "chat 5555 is not an allowed user or admin of the bot")
+    assert len(botapi_bot.outbox) == sent  # nothing sent, and no exception: the render stays saved
 
 
 async def test_send_from_editor_says_why_when_the_bot_is_not_running(tmp_path):

@@ -2,8 +2,9 @@
 
 A real ComfyUI with the pack and its bot (against the Bot API emulator). The page cannot make the
 bot send: an unproved ``send_to_chat`` is blanked by the editor gate (the render is still saved and
-the node says why), a proof counts once, for its graph and chat, within five minutes, for an
-allowed user; under DNS rebinding (a forged Host, and Chromium mapping evil.example to 127.0.0.1)
+the node says why), a proof counts once, for its graph and chat, within five minutes, and the node
+sends only to an allowed user or admin of the bot, as PostgreSQL says when it sends (``/allow`` lets
+one in, a ban keeps one out); under DNS rebinding (a forged Host, and Chromium mapping evil.example to 127.0.0.1)
 every route answers 403; a cross-origin POST from another loopback port is refused by ComfyUI.
 """
 
@@ -14,9 +15,11 @@ import time
 import urllib.error
 import urllib.request
 
+import asyncpg
 import pytest
 from aiohttp import web
 from comfyui_courier.editor_proof import PROOF_KEY, sign
+from comfyui_courier.store import access
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.fixtures.comfyui import free_port
 from comfyui_courier.tests.support.requires import require_chromium
@@ -24,6 +27,8 @@ from comfyui_courier.tests.support.requires import require_chromium
 TOKEN = "editor-token-" + "x" * 20
 USER = 4242  # on the allowlist
 STRANGER = 5555  # not on it
+LET_IN = 6666  # let in with /allow only: in PostgreSQL, not in the settings
+BANNED = 7777  # let in with /allow, then banned
 BOOT_S = 90
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -127,7 +132,39 @@ async def test_send_to_chat_needs_a_fresh_proof_for_its_graph_and_an_allowed_cha
     for case, (prompt, given) in refused.items():
         record = await queue_and_wait(server, prompt, given)
         assert "not sent to Telegram" in record["outputs"]["2"]["text"][0], case
+        if case == "not allowed":  # a good proof: the node refuses the chat as it sends
+            assert refusal(record) == f"chat {STRANGER} is not an allowed user or admin of the bot"
     assert len(sent_to(botapi_bot, USER)) == 2 and sent_to(botapi_bot, STRANGER) == []
+
+
+async def test_a_user_let_in_only_in_postgresql_receives_the_render_and_a_banned_one_does_not(
+        comfyui_with_bot, botapi_bot, pg_database):
+    server = comfyui_with_bot
+    conn = await asyncpg.connect(pg_database)
+    try:
+        for user in (LET_IN, BANNED):
+            await access.set_allowed(conn, user, True)  # as /allow does
+        await access.set_banned(conn, BANNED, True)
+    finally:
+        await conn.close()
+    for user in (LET_IN, BANNED):
+        botapi_bot.inject_text(user, "/help")  # users who have started the bot
+    let_in, banned = graph(str(LET_IN), "courier/let-in"), graph(str(BANNED), "courier/banned")
+    record = await queue_and_wait(server, let_in, proof(let_in))
+    assert "text" not in record["outputs"]["2"]
+    assert len(sent_to(botapi_bot, LET_IN)) == 2  # the lossless file and its preview
+    record = await queue_and_wait(server, banned, proof(banned))
+    (ref,) = record["outputs"]["2"]["images"]
+    assert (server.base_directory / "output" / ref["subfolder"] / ref["filename"]).is_file()  # still saved
+    assert refusal(record) == f"chat {BANNED} is not an allowed user or admin of the bot"
+    assert sent_to(botapi_bot, BANNED) == []
+
+
+def refusal(record: dict) -> str:
+    """Why Telegram Output sent nothing, as its UI text says after the prefix every refusal has."""
+    (text,) = record["outputs"]["2"]["text"]
+    assert text.startswith("not sent to Telegram: "), text
+    return text.removeprefix("not sent to Telegram: ")
 
 
 async def attack_page(host_name: str, comfy_port: int):
