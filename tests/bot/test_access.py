@@ -7,7 +7,7 @@ import json
 
 import pytest
 from comfyui_courier import i18n
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
 
 ADMIN = 111

@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.gpu.runs import BenchmarkRun
 from comfyui_courier.gpu.storage import load_runs, save_run
 from comfyui_courier.jobs import bench

@@ -8,7 +8,7 @@ import json
 import urllib.request
 
 from comfyui_courier import i18n
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.requires import require_comfyui
 from PIL import Image

@@ -15,7 +15,7 @@ import dataclasses
 import heapq
 import uuid
 
-from comfyui_courier.emulator.comfyui_api import (
+from comfyui_courier.tests.support.fake_comfyui import (
     CORE_NODES,
     FakeComfyUI,
     NodeSpec,

@@ -9,7 +9,7 @@ import io
 import json
 
 import pytest
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.gpu.runs import BenchmarkRun
 from comfyui_courier.gpu.session import RUN_KEY
 from comfyui_courier.gpu.storage import save_run

@@ -12,7 +12,7 @@ import uuid
 
 import aiohttp
 import pytest
-from comfyui_courier.emulator.comfyui_api import CORE_NODES, FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import CORE_NODES, FakeComfyUI
 from comfyui_courier.jobs.comfy_client import (
     BackendUnavailable,
     ComfyClient,

@@ -18,7 +18,7 @@ from comfyui_courier.jobs.errors import (
     summarize_rejection,
 )
 
-TRANSCRIPT = json.loads((Path(__file__).parents[1] / "emulator" / "comfyui-0.3.64-api-transcript.json").read_text())
+TRANSCRIPT = json.loads((Path(__file__).parents[1] / "fake_comfyui" / "comfyui-0.3.64-api-transcript.json").read_text())
 
 # An execution_error frame from ComfyUI 0.3.64 (LoadImage of a corrupt upload), traceback shortened.
 LOADIMAGE_ERROR = {

@@ -13,7 +13,7 @@ import uuid
 
 import asyncpg
 import pytest
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.jobs.comfy_client import (
     PUSH_MAX_BYTES,
     WS_MAX_MSG_BYTES,

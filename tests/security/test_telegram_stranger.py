@@ -13,7 +13,7 @@ import re
 
 import pytest
 from comfyui_courier import i18n
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.polling import until
 

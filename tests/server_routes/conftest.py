@@ -14,7 +14,7 @@ import pytest
 from aiohttp import ClientSession, web
 
 from comfyui_courier.config import load_settings
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.runtime import COURIER, Courier
 from comfyui_courier.server_routes import ROUTE_TABLES
 from comfyui_courier.server_routes.commands import NODE_TYPES

@@ -18,7 +18,7 @@ from aiohttp import ClientSession
 from hypothesis import strategies as st
 from yarl import URL
 
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.server_routes import helpers
 from comfyui_courier.tests.support.courier import running_courier
 

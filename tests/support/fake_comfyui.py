@@ -1,7 +1,7 @@
 """A small fake ComfyUI API server for tests and CI where no real ComfyUI can run.
 
 Faithful to ComfyUI v0.3.64 (commit a125cd8): the shapes recorded in
-``comfyui-0.3.64-api-transcript.json`` (a copy lives in tests/emulator/: route
+``comfyui-0.3.64-api-transcript.json`` (a copy lives in tests/fake_comfyui/: route
 replies, websocket frame order, validation errors) and the logic of that
 version's ``server.py`` and ``execution.py`` (validation, queue, per-client
 frames, caching of unchanged nodes, history). Every route is also served under
@@ -44,10 +44,10 @@ from typing import Any
 from aiohttp import WSMsgType, web
 from PIL import Image, ImageFilter, ImageOps
 
-from .. import imaging
-from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
-from ..nodes import NODE_CLASS_MAPPINGS as PACK_NODES
-from ..nodes.telegram_output import courier_prefix
+from comfyui_courier import imaging
+from comfyui_courier.jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
+from comfyui_courier.nodes import NODE_CLASS_MAPPINGS as PACK_NODES
+from comfyui_courier.nodes.telegram_output import courier_prefix
 
 COMFYUI_VERSION = "0.3.64"
 FEATURE_FLAGS = {"supports_preview_metadata": True, "max_upload_size": 104857600}

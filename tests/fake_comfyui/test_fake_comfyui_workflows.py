@@ -11,7 +11,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.integration import test_workflows_real as real
 
 

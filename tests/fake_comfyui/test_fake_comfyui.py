@@ -7,7 +7,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from comfyui_courier.emulator.comfyui_api import FakeComfyUI
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.graphs import FLUX
 from PIL import Image
 
