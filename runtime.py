@@ -8,6 +8,7 @@ readiness never waits for PostgreSQL, Telegram or the Anyone network.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 from aiohttp import web
@@ -21,6 +22,8 @@ log = get_logger("runtime")
 
 COMPONENTS = ("database", "bot", "dispatcher", "anyone")
 ANYONE_READY_TIMEOUT_S = 300.0
+BOT_RETRY_FIRST_S = 2.0
+BOT_RETRY_MAX_S = 60.0
 
 
 class Courier:
@@ -38,6 +41,7 @@ class Courier:
         self.retention = None
         self.anyone = None
         self._boot_task: asyncio.Task | None = None
+        self._bot_retry: asyncio.Task | None = None
         if settings_error:
             for name in COMPONENTS:
                 self.health.set(name, "error", settings_error)
@@ -94,29 +98,92 @@ class Courier:
         await self._start_bot()
 
     async def _start_bot(self) -> None:
+        """The bot, then the dispatcher. When the Bot API (or Anyone, when it carries the bot's traffic)
+        is not there yet, the console is told once and a task of its own tries again, every
+        ``BOT_RETRY_FIRST_S`` doubling up to ``BOT_RETRY_MAX_S``, until it is. A rejected token is
+        not tried again: the token is read at start, so only a restart can bring a good one."""
+        from .bot.service import NotConnected
+
+        try:
+            await self._connect_bot()
+        except NotConnected as exc:
+            log.error("bot: %s%s", exc, f" (trying again, every {BOT_RETRY_FIRST_S:g} to {BOT_RETRY_MAX_S:g} s)"
+                      if exc.retry else " (not tried again)")
+            self._bot_waits(exc, BOT_RETRY_FIRST_S, attempts=1)
+            if exc.retry:
+                self._bot_retry = asyncio.create_task(self._retry_bot(str(exc)), name="courier-bot-retry")
+            return
+        await self._start_dispatcher()
+
+    async def _retry_bot(self, told: str) -> None:
+        from .bot.service import NotConnected
+
+        delay = BOT_RETRY_FIRST_S
+        for attempt in itertools.count(2):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BOT_RETRY_MAX_S)
+            try:
+                await self._connect_bot()
+            except NotConnected as exc:
+                if str(exc) != told:  # one line per reason, not one per try
+                    told = str(exc)
+                    log.error("bot: %s%s", exc, " (still trying)" if exc.retry else " (not tried again)")
+                self._bot_waits(exc, delay, attempts=attempt)
+                if not exc.retry:
+                    return
+                continue
+            log.info("bot: connected to the Bot API as @%s (attempt %d)", self.bot.application.bot.username, attempt)
+            try:
+                await self._start_dispatcher()
+            except Exception:
+                log.exception("starting the dispatcher failed")
+                self.health.set("dispatcher", "error", "failed to start; see the console")
+            return
+
+    def _bot_waits(self, exc, delay: float, attempts: int) -> None:
+        if exc.retry:
+            self.health.set("bot", "error", f"{exc}; trying again in {delay:g} s", attempts=attempts)
+        else:
+            self.health.set("bot", "error", str(exc), attempts=attempts)
+        self.health.set("dispatcher", "off", "waiting for the bot")
+
+    async def _connect_bot(self) -> None:
+        """:raises NotConnected: the Bot API, or Anyone before it, is not there (yet)"""
         from .bot.service import BotService
         from .bot.sink import TelegramSink
-        from .jobs.dispatcher import Dispatcher
 
-        proxy = None
-        if self.settings.proxy_telegram:
-            from .anyone.errors import AnyoneError
-            from .anyone.transport import telegram_proxy_url
+        if self.bot is None:
+            self.bot = BotService(self.settings, self.store, self.health, proxy=await self._telegram_proxy())
+            self.sink = TelegramSink(self.bot.application.bot, self.settings.progress_interval_s,
+                                     self.bot.application.bot_data.queued_replies)
+        await self.bot.start()
 
+    async def _telegram_proxy(self) -> str | None:
+        """The bot's proxy when its traffic must go through Anyone (never a direct connection instead).
+
+        :raises NotConnected: our own anon has not bootstrapped (retried), or no proxy can be used
+        """
+        if not self.settings.proxy_telegram:
+            return None
+        from .anyone.errors import AnyoneError
+        from .anyone.transport import telegram_proxy_url
+        from .bot.service import NotConnected
+
+        if self.anyone is not None and not self.settings.anyone_socks_url:
+            self.health.set("bot", "starting", "waiting for Anyone to bootstrap: Telegram traffic goes through it")
             try:
-                if self.anyone is not None and not self.settings.anyone_socks_url:
-                    await self.anyone.wait_ready(ANYONE_READY_TIMEOUT_S)
-                proxy = telegram_proxy_url(self.settings, self.anyone.socks_url if self.anyone else None)
-            except (AnyoneError, asyncio.TimeoutError) as exc:  # never fall back to a direct connection
-                self.health.set("bot", "error", f"Telegram traffic must go through Anyone, which is not ready: "
-                                                f"{exc or 'no bootstrap in time'}")
-                return
-        self.bot = BotService(self.settings, self.store, self.health, proxy=proxy)
-        self.sink = TelegramSink(self.bot.application.bot, self.settings.progress_interval_s,
-                                 self.bot.application.bot_data.queued_replies)
-        if not await self.bot.start():
-            return
+                await self.anyone.wait_ready(ANYONE_READY_TIMEOUT_S)
+            except (AnyoneError, asyncio.TimeoutError) as exc:
+                raise NotConnected(f"Telegram traffic must go through Anyone, which is not ready yet: "
+                                   f"{exc or 'no bootstrap in time'}", retry=True) from None
+        try:
+            return telegram_proxy_url(self.settings, self.anyone.socks_url if self.anyone else None)
+        except AnyoneError as exc:
+            raise NotConnected(f"Telegram traffic must go through Anyone: {exc}", retry=False) from None
+
+    async def _start_dispatcher(self) -> None:
         from .anyone.hidden_service import CREDENTIALS, bot_credentials
+        from .jobs.dispatcher import Dispatcher
 
         self.dispatcher = Dispatcher(self.settings, self.store, self.sink, self.backends(), self.health,
                                      anyone=self.anyone,
@@ -140,9 +207,10 @@ class Courier:
         await self.anyone.start()
 
     async def stop(self) -> None:
-        if self._boot_task is not None and not self._boot_task.done():
-            self._boot_task.cancel()
-            await asyncio.gather(self._boot_task, return_exceptions=True)
+        for task in (self._boot_task, self._bot_retry):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         stops = [s.stop for s in (self.retention, self.dispatcher, self.bot, self.anyone) if s is not None]
         for stop in stops + ([self.store.close] if self.store is not None else []):
             try:

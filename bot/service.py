@@ -1,8 +1,9 @@
 """The python-telegram-bot Application inside a host event loop (ComfyUI's or our own).
 
 Never ``run_polling`` (it owns the loop): initialize → start → our own polling
-(``polling.Poller``, which loses no command) or the webhook, reversed on stop. A bad token or an unreachable Bot API is a health error, not
-a crash of the host.
+(``polling.Poller``, which loses no command) or the webhook, reversed on stop. A bad token or an
+unreachable Bot API raises ``NotConnected`` (``runtime.py`` tells the console and retries), never a
+crash of the host.
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ def build_application(settings: Settings, store, proxy: str | None = None) -> Ap
     return application
 
 
+class NotConnected(Exception):
+    """The Bot API did not take the bot: ``str()`` says what and what to check (never the token);
+    ``retry`` is False when waiting cannot help (Telegram rejected the token)."""
+
+    def __init__(self, reason: str, *, retry: bool):
+        super().__init__(reason)
+        self.retry = retry
+
+
 class BotService:
     def __init__(self, settings: Settings, store, health: Health, proxy: str | None = None):
         self.settings = settings
@@ -74,23 +84,28 @@ class BotService:
     def dispatcher(self, value) -> None:
         self.application.bot_data.dispatcher = value
 
-    async def start(self) -> bool:
-        """Connect to the Bot API; False (and a health error) if that fails."""
+    async def start(self) -> None:
+        """Connect to the Bot API and start taking updates; may be called again after NotConnected.
+
+        :raises NotConnected: getMe failed (an InvalidToken's own message names the token: not told)
+        """
         self.health.set("bot", "starting", "connecting to the Bot API")
         try:
             await self.application.initialize()
         except InvalidToken:
-            self.health.set("bot", "error", "the Bot API rejected the bot token")
-            return False
+            raise NotConnected("the Bot API rejected the bot token: check TELEGRAM_BOT_TOKEN (as @BotFather "
+                               "gave it), then restart", retry=False) from None
         except TelegramError as exc:
-            self.health.set("bot", "error", f"cannot reach the Bot API: {exc.__class__.__name__}")
-            return False
+            said = str(exc).replace(self.settings.telegram_bot_token.reveal(), "***")
+            raise NotConnected(f"cannot reach the Bot API at {self.settings.telegram_api_url} "
+                               f"({exc.__class__.__name__}: {said}): check the network, the proxy and "
+                               f"COURIER_TELEGRAM_API_URL", retry=True) from None
         await self.application.start()
         self._started = True
         await offer_ownership(self.application.bot_data.store.pool, self.settings, self.application.bot.username)
         if not self.settings.receive_updates:  # another host on the database takes the updates
             self.health.set("bot", "ok", f"@{self.application.bot.username}", mode="send-only")
-            return True
+            return
         if not self.settings.webhook_url:
             self._poller = Poller(self.application, self.application.bot_data.store.pool, list(ALLOWED_UPDATES),
                                   self.process_update)
@@ -103,7 +118,6 @@ class BotService:
         await self.publish_command_menu()
         self.health.set("bot", "ok", f"@{self.application.bot.username}",
                         mode="webhook" if self.settings.webhook_url else "polling")
-        return True
 
     def read_update(self, payload: dict) -> Update:
         """An update POSTed by Telegram (webhook mode); raises whatever python-telegram-bot's
