@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import getpass
+import json
 import logging
 import os
 import secrets
@@ -109,6 +110,9 @@ async def run(options: Options) -> int:
             stack.push_async_callback(network.stop)
             env.update(await publish_hidden_service(network, anon, data_dir))
         log_path = (data_dir if options.keep else scratch) / "comfyui.log"
+        options.comfyui_args, said = with_device(options.comfyui_args, await asyncio.to_thread(probe_accelerators))
+        if said:
+            print(said, flush=True)
         comfyui = start_comfyui(options, env, log_path)
         stack.push_async_callback(stop_comfyui, comfyui, data_dir)
         waiting = asyncio.ensure_future(wait_healthy(comfyui, log_path, options, env["COURIER_ADMIN_TOKEN"],
@@ -201,6 +205,35 @@ async def publish_hidden_service(network, anon: Path, data_dir: Path) -> dict[st
     await service.provision(anon, data_dir / "anyone" / "client_auth")
     return {"COURIER_ANYONE": "1", "COURIER_ANYONE_AGREE_TO_TERMS": "1", "COURIER_ANON_BINARY": str(anon),
             "COURIER_BACKENDS": f"http://{service.address}"}
+
+
+ACCELERATOR_PROBE = """\
+import json, torch
+xpu, mps = getattr(torch, "xpu", None), getattr(torch.backends, "mps", None)
+print(json.dumps({"cuda": torch.cuda.is_available(), "xpu": bool(xpu and xpu.is_available()),
+                  "mps": bool(mps and mps.is_available())}))
+"""
+PROBE_TIMEOUT_S = 120.0
+
+
+def probe_accelerators() -> dict[str, bool] | None:
+    """Which of torch's accelerators ComfyUI's Python (this one: ``start_comfyui`` runs it) can use,
+    asked in a subprocess so this process never imports torch; None if the probe itself failed."""
+    try:
+        done = subprocess.run([sys.executable, "-c", ACCELERATOR_PROBE], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def with_device(comfyui_args: list[str], accelerators: dict[str, bool] | None) -> tuple[list[str], str | None]:
+    """ComfyUI's arguments plus ``--cpu`` when the probe found no accelerator, and the line saying so.
+    A failed probe (no torch, say) adds nothing: ComfyUI then tells what is wrong itself."""
+    if "--cpu" in comfyui_args or accelerators is None or any(accelerators.values()):
+        return comfyui_args, None
+    return [*comfyui_args, "--cpu"], ("try: ComfyUI's Python sees no GPU (torch finds no CUDA, XPU or MPS device): "
+                                      "starting ComfyUI with --cpu, which is slow")
 
 
 def start_comfyui(options: Options, env: dict[str, str], log_path: Path) -> subprocess.Popen:

@@ -40,7 +40,7 @@ from comfyui_courier.tests.fixtures.comfyui import (
     processes_under,
 )
 from comfyui_courier.tests.support.requires import require_chromium, require_comfyui
-from comfyui_courier.tryout import BOT_ID, bot_token, courier_environment, ready_line
+from comfyui_courier.tryout import ACCELERATOR_PROBE, BOT_ID, bot_token, courier_environment, ready_line, with_device
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -65,11 +65,11 @@ def comfyui_folder(comfyui_dir: Path, root: Path) -> Path:
 
 
 def try_command(folder: Path, port: int, comfyui_port: int, *options: str, comfyui_args: tuple = (),
-                pack: Path | None = None) -> list[str]:
+                pack: Path | None = None, cpu: bool = True) -> list[str]:
     # --base-directory: ComfyUI resolves main.py's link, and would use the real folder's custom_nodes
     python = comfyui_python((folder / "main.py").resolve().parent)  # the real ComfyUI's, as a user runs it
     return [python, str(pack or folder / "custom_nodes" / PACK_FOLDER_NAME), "try", "--port", str(port),
-            "--comfyui-port", str(comfyui_port), *options, "--", "--cpu", "--listen", "127.0.0.1",
+            "--comfyui-port", str(comfyui_port), *options, "--", *(["--cpu"] if cpu else []), "--listen", "127.0.0.1",
             "--base-directory", str(folder), "--database-url", f"sqlite:///{folder / 'user' / 'comfyui.db'}",
             *comfyui_args]
 
@@ -344,3 +344,43 @@ def test_the_bot_token_is_new_each_run_and_keeps_the_bot_id():
     for token in tokens:
         bot_id, _, secret = token.partition(":")
         assert int(bot_id) == BOT_ID and len(secret) == 35 and secret.replace("-", "").replace("_", "").isalnum()
+
+
+def test_no_accelerator_means_cpu_said_in_one_line():
+    none = {"cuda": False, "xpu": False, "mps": False}
+    args, said = with_device(["--listen", "127.0.0.1"], none)
+    assert args == ["--listen", "127.0.0.1", "--cpu"] and said.count("\n") == 0 and "--cpu" in said
+    for found in ({**none, "cuda": True}, {**none, "xpu": True}, {**none, "mps": True}):
+        assert with_device(["--listen", "127.0.0.1"], found) == (["--listen", "127.0.0.1"], None)
+    assert with_device(["--cpu"], none) == (["--cpu"], None)  # asked for already: nothing to say
+    assert with_device(["--listen", "127.0.0.1"], None) == (["--listen", "127.0.0.1"], None)  # the probe failed
+
+
+async def test_try_on_a_machine_without_a_gpu_starts_comfyui_with_cpu_and_says_so(folder, tmp_path):
+    """No ``--cpu`` given: ``try`` probes ComfyUI's Python and adds it when torch sees no device."""
+    python = comfyui_python((folder / "main.py").resolve().parent)
+    probed = json.loads(subprocess.run([python, "-c", ACCELERATOR_PROBE], capture_output=True, text=True,
+                                       check=True, timeout=120).stdout)
+    process = await asyncio.create_subprocess_exec(
+        *try_command(folder, free_port(), free_port(), cpu=False), cwd=folder, env=environment(tmp_path / "tmp"),
+        stdin=subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READY_S
+        while not (started := [pid for pid in processes_under(folder)
+                               if b"main.py" in Path(f"/proc/{pid}/cmdline").read_bytes()]):
+            assert loop.time() < deadline and process.returncode is None, "ComfyUI never started"
+            await asyncio.sleep(0.1)
+        arguments = Path(f"/proc/{started[0]}/cmdline").read_bytes().split(b"\0")
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), STOP_S) == 0
+        said = (await process.stdout.read()).decode()
+    finally:
+        await stop_for_good(process, folder)
+    told = [line for line in said.splitlines() if "--cpu" in line]
+    if any(probed.values()):  # a machine with a GPU: ComfyUI uses it
+        assert b"--cpu" not in arguments and not told, said
+    else:
+        assert b"--cpu" in arguments, arguments
+        assert told == ["try: ComfyUI's Python sees no GPU (torch finds no CUDA, XPU or MPS device): "
+                        "starting ComfyUI with --cpu, which is slow"], said
