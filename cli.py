@@ -30,6 +30,8 @@ def main(argv: list[str]) -> int:
     sub.add_parser("multi-gpu", help="run one ComfyUI per GPU as backends of one bot", add_help=False)
     sub.add_parser("catalogs", help="check the message catalogs, or port messages into them", add_help=False)
     sub.add_parser("settings", help="print every setting as the table of docs/configuration.md")
+    sub.add_parser("tiny-models", help="write a tiny random-weight SD 1.x checkpoint and LoRA (tests, try)",
+                   add_help=False)
     args, rest = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.command == "install-anon":
@@ -56,6 +58,10 @@ def main(argv: list[str]) -> int:
         from .catalogs import main as catalogs_main
 
         return catalogs_main(rest)
+    if args.command == "tiny-models":
+        from .tiny_models import main as tiny_main
+
+        return tiny_main(rest)
     if args.command == "settings":
         from .config import configuration_markdown
 

@@ -30,7 +30,7 @@ _load_pack()
 from comfyui_courier.tests.support import requires  # noqa: E402 - the pack is importable only now
 
 pytest_plugins = [f"{PACK_NAME}.tests.fixtures.{name}"
-                  for name in ("comfyui", "postgres", "debian_postgres", "botapi", "anyone")]
+                  for name in ("comfyui", "postgres", "debian_postgres", "botapi", "anyone", "tiny_models")]
 
 
 def _fail_a_missing_part(report, gpu: bool) -> None:

@@ -1,0 +1,33 @@
+"""tiny_models.py: what ComfyUI's SD 1.x detection reads, seeded bytes, files written once."""
+
+import hashlib
+
+from comfyui_courier import tiny_models
+from comfyui_courier.tiny_models import CHECKPOINT, LORA, write_tiny_models
+
+
+def test_the_unet_has_what_comfyui_detects_as_sd15():
+    unet = tiny_models.unet_shapes()
+    key = "model.diffusion_model."
+    assert unet[key + "input_blocks.0.0.weight"] == (320, 4, 3, 3)  # model_channels 320, 4 latent channels
+    assert unet[key + "input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight"] == (320, 768)  # context_dim
+    assert len(unet[key + "input_blocks.1.1.proj_in.weight"]) == 4  # a conv proj_in: not a linear transformer
+    assert not [k for k in unet if "label_emb" in k or "middle_block" in k or "time_stack" in k]
+    assert len(tiny_models.clip_shapes()) == 2 + 12 * 16 + 2  # all of CLIP-L's weights
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_files_are_written_once_seeded_and_a_broken_one_again(tmp_path):
+    assert write_tiny_models(tmp_path) == {tmp_path / CHECKPOINT: True, tmp_path / LORA: True}
+    first = {path: digest(path) for path in (tmp_path / CHECKPOINT, tmp_path / LORA)}
+    stamps = {path: path.stat().st_mtime_ns for path in first}
+    assert write_tiny_models(tmp_path) == {tmp_path / CHECKPOINT: False, tmp_path / LORA: False}
+    assert {path: path.stat().st_mtime_ns for path in first} == stamps
+    lora = tmp_path / LORA
+    lora.write_bytes(lora.read_bytes()[:-10])  # an interrupted copy
+    assert write_tiny_models(tmp_path) == {tmp_path / CHECKPOINT: False, lora: True}
+    assert digest(lora) == first[lora]  # the same bytes again
+    assert not list(tmp_path.rglob("*.partial"))
