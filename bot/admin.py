@@ -26,7 +26,7 @@ from ..gpu import compare_view
 from ..gpu.compare import build_table, to_text
 from ..gpu.storage import load_runs
 from ..jobs import bench as bench_job
-from ..jobs.backends import shown_url
+from ..jobs.backends import STALE_S, shown_url
 from ..jobs.workflow import WorkflowError
 from ..store import access as access_store
 from ..store import backends as backend_table
@@ -367,6 +367,8 @@ def backend_state(update: Update, context: CourierContext, backend: backend_tabl
         return context.t(update, "backend_draining")
     if backend.healthy:
         return context.t(update, "backend_ready")
+    if backend.last_error == backend_table.STALE:
+        return context.t(update, "backend_stale", minutes=round(STALE_S / 60))
     return context.t(update, "backend_down")
 
 

@@ -4,7 +4,9 @@ Every ``INTERVAL_S`` each backend is asked ``/system_stats``; an unreachable one
 unhealthy, and the job claim (``store/sql/queries.sql``: ``claim_job``) stops giving it jobs
 until a check succeeds again. On recovery and every ``MODELS_REFRESH_S`` its ``/object_info``
 is read too, for the model files its loaders offer: a job naming a model file goes only to a
-backend that has it.
+backend that has it. A backend that is not among this dispatcher's and that no host has seen
+answer for ``STALE_S`` (a ComfyUI of an earlier run, long gone) is marked down at each round:
+no host probes it, so it would otherwise look healthy for ever.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ log = get_logger("backends")
 INTERVAL_S = 5.0
 TIMEOUT_S = 10.0
 MODELS_REFRESH_S = 60.0
+STALE_S = 600.0
 
 
 def shown_url(url: str) -> str:
@@ -72,6 +75,12 @@ class HealthChecks:
 
     async def check_all(self) -> None:
         await asyncio.gather(*(self.check(client) for client in self.clients))
+        try:
+            for url in await backends.mark_stale(self.pool, [client.base_url for client in self.clients], STALE_S):
+                log.info("backend %s marked down: no host serves it, and it has not answered for %.0f minutes",
+                         shown_url(url), STALE_S / 60)
+        except StoreError:
+            log.exception("marking stale backends down failed")
 
     async def check(self, client: ComfyClient) -> None:
         url = client.base_url

@@ -50,6 +50,16 @@ async def record_check(db: Db, url: str, *, error: str | None = None, models: li
         return bool(await conn.fetchval(query("record_check"), url, error, models))
 
 
+STALE = "stale"
+"""``last_error`` of a backend marked down by ``mark_stale``: no host serves it any more."""
+
+
+async def mark_stale(db: Db, urls: list[str], after_s: float) -> list[str]:
+    """Mark down the backends not in ``urls`` that no host has seen answer for ``after_s``; their URLs."""
+    async with acquire(db) as conn:
+        return [row["url"] for row in await conn.fetch(query("mark_stale_backends"), urls, after_s, STALE)]
+
+
 async def set_backend(db: Db, backend_id: int, *, draining: bool | None = None,
                       capacity: int | None = None) -> Backend | None:
     """Drain or undrain a backend, or change its capacity; None if there is no such backend.

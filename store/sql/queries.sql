@@ -347,6 +347,15 @@ FROM courier_backends before
 WHERE b.url = $1 AND before.id = b.id
 RETURNING NOT before.healthy AND b.healthy AS recovered;
 
+-- mark_stale_backends --
+-- Backends that are not among urls $1 (this host's) and that no host has checked successfully for
+-- $2 seconds (a ComfyUI of an earlier run): down, with error $3, so nothing is queued for them.
+UPDATE courier_backends
+SET healthy = false, last_error = $3, checked_at = now()
+WHERE healthy AND NOT url = any($1::text[])
+    AND coalesce(last_seen_at, created_at) < now() - make_interval(secs => $2)
+RETURNING url;
+
 -- set_backend --
 -- Drains/undrains backend $1 (id) or sets its capacity; NULL leaves a value as it is.
 UPDATE courier_backends
