@@ -22,7 +22,6 @@ from .hidden_service import CREDENTIAL, CREDENTIALS, HiddenService, exposure_war
 from .install import find_anon
 from .privnet import TEST_NETWORK_FILE, load_test_network
 from .process import AnonProcess, Options
-from .transport import make_connector
 from ..logs import get_logger
 
 log = get_logger("anyone")
@@ -74,10 +73,6 @@ class AnyoneService:
         if self.process is not None:
             return f"socks5h://127.0.0.1:{self.process.socks_port}"
         return None
-
-    def connector_for(self, url: str):
-        """The aiohttp connector for one backend URL (see transport.make_connector)."""
-        return make_connector(url, self.settings, self.socks_url)
 
     def health(self) -> dict:
         report = dict(self.process.health()) if self.process else dict(self._state)

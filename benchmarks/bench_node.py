@@ -116,20 +116,6 @@ class Client:
         return self.server.get_json("/history?max_items=100000")
 
 
-def comfy_seconds(entry: dict) -> float:
-    """ComfyUI's own time of one prompt: execution_start to execution_success (ms stamps)."""
-    stamps = {event: data["timestamp"] for event, data in entry["status"]["messages"]}
-    if "execution_success" not in stamps:
-        raise RuntimeError(f"prompt failed: {entry['status']}")
-    return (stamps["execution_success"] - stamps["execution_start"]) / 1000
-
-
-def run_index(entry: dict) -> int | None:
-    """Which run of its Benchmark session a history entry is (None: the user's run 0 or plain)."""
-    tag = entry["prompt"][2].get(BENCH, {}).get("inputs", {}).get(RUN_KEY)
-    return int(tag.rpartition("/")[2]) if tag else None
-
-
 def agreement(log: str, session_id: str) -> list[tuple[float, float]]:
     """(node's seconds, ComfyUI's "Prompt executed in" seconds) for each measured run of a session."""
     pairs, pending = [], None

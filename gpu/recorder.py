@@ -93,7 +93,7 @@ class RunRecorder:
         self._changed.set()
 
     def reset(self) -> None:
-        pass
+        """Nothing to free; ComfyUI calls it from ``unregister_handler``, which ``_measure_run`` uses."""
 
     # -- for the Benchmark node -------------------------------------------
     def busy(self) -> bool:

@@ -93,15 +93,6 @@ async def set_banned(db: Db, user_id: int, banned: bool) -> None:
         await conn.execute(query("set_banned"), user_id, banned)
 
 
-async def take_quota(db: Db, user_id: int, per_hour: int, per_day: int) -> str | None:
-    """Count one job against the user's quota: None, or ``"hour"``/``"day"``, the quota that is spent.
-
-    Call it in the job insert's transaction, after the user's row exists (``courier_take_quota``).
-    """
-    async with acquire(db) as conn:
-        return await conn.fetchval(query("take_quota"), user_id, per_hour, per_day)
-
-
 @dataclass(frozen=True)
 class QuotaUsage:
     hour: int  # jobs counted in the last hour

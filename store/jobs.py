@@ -1,4 +1,4 @@
-"""The job queue: enqueue, fair claim with leases, progress, the end states, and wake-ups.
+"""The job queue: submit, fair claim with leases, progress, the end states, and wake-ups.
 
 A job is ``queued`` until a worker claims it (``running``, leased until ``lease_until``), then
 ``succeeded``, ``failed`` or ``cancelled``. A worker that dies simply lets its lease expire, and
@@ -22,7 +22,6 @@ from ..logs import get_logger
 
 log = get_logger("store")
 
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 CHANNEL = "courier_jobs"
 
 
@@ -50,27 +49,9 @@ class Job:
     position: int | None = None  # place in the queue, 1 = next; set by list_queue for queued jobs
 
 
-class Enqueued(NamedTuple):
-    job_id: int
-    position: int
-
-
 class Cancelled(NamedTuple):
-    queued: list[int]  # ids of the queued jobs cancelled
+    queued: list[Job]  # the jobs cancelled while queued: their "Queued" replies should say so
     running: list[Job]  # jobs that were running: interrupt their prompts on their backends
-
-
-async def enqueue(db: Db, *, user_id: int, chat_id: int, command: str, params: dict[str, Any],
-                  max_attempts: int = 3, status_message_id: int | None = None,
-                  reply_to_message_id: int | None = None) -> Enqueued:
-    """Queue a job (creating the user row if needed) and wake the dispatchers."""
-    async with acquire(db) as conn, conn.transaction():
-        await conn.execute(query("ensure_user"), user_id)
-        job_id = await conn.fetchval(query("enqueue_job"), user_id, chat_id, command, params,
-                                     max_attempts, status_message_id, reply_to_message_id)
-        await conn.execute(query("notify_jobs"), str(job_id))
-        position = await conn.fetchval(query("queue_position"), job_id)
-    return Enqueued(job_id, position)
 
 
 class Submitted(NamedTuple):
@@ -88,7 +69,7 @@ async def submit(db: Db, *, user_id: int, chat_id: int, command: str, params: di
                  profile: tuple = (None, None, None), reply_to_message_id: int | None = None,
                  max_active: int | None = None, update: tuple[int, int, int] | None = None,
                  quota: tuple[int, int] | None = None, max_attempts: int = 3) -> Submitted:
-    """Queue a job in one round trip (one statement, its own transaction; see ``courier_submit``):
+    """Queue a job in one round trip (one statement, its own transaction; see ``courier_submit_v1``):
     the user's row refreshed from ``profile`` (username, first name, language), the per-user cap
     ``max_active`` checked (None: none), the job counted against ``quota`` (jobs per hour, per day;
     None: none), and ``update`` (bot id, update id, part: the job's number among those the update
@@ -195,7 +176,7 @@ async def cancel_user_jobs(db: Db, user_id: int) -> Cancelled:
         rows = await conn.fetch(query("cancel_user_jobs"), user_id)
     previous = {row["id"]: row["previous_status"] for row in rows}
     jobs = [Job(**{k: v for k, v in row.items() if k != "previous_status"}) for row in rows]
-    return Cancelled(queued=sorted(job.id for job in jobs if previous[job.id] == "queued"),
+    return Cancelled(queued=sorted((job for job in jobs if previous[job.id] == "queued"), key=lambda job: job.id),
                      running=[job for job in jobs if previous[job.id] == "running"])
 
 
@@ -321,7 +302,7 @@ class JobListener:
     async def __aenter__(self) -> JobListener:
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(self, *_: object) -> None:
         await self.close()
 
     def _on_notify(self, *_: object) -> None:

@@ -93,7 +93,7 @@ class BotApiEmulator:
     async def __aenter__(self) -> BotApiEmulator:
         return await self.start()
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(self, *_: object) -> None:
         await self.stop()
 
     # --- registry -----------------------------------------------------------

@@ -90,15 +90,9 @@ LEFT JOIN (
 ORDER BY last_active_at DESC NULLS LAST, u.user_id
 LIMIT $1;
 
--- enqueue_job --
-INSERT INTO courier_jobs (user_id, chat_id, command, params, max_attempts, status_message_id,
-                          reply_to_message_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-RETURNING id;
-
 -- submit_job --
 SELECT job_id, active, spent, duplicate
-FROM courier_submit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15);
+FROM courier_submit_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15);
 
 -- notify_jobs --
 -- Wakes the dispatchers LISTENing on courier_jobs once the transaction commits.
@@ -479,9 +473,6 @@ SELECT user_id FROM courier_users WHERE lower(username) = $1;
 INSERT INTO courier_users (user_id, banned) VALUES ($1, $2)
 ON CONFLICT (user_id) DO UPDATE SET banned = EXCLUDED.banned
 RETURNING banned;
-
--- take_quota --
-SELECT courier_take_quota($1, $2, $3);
 
 -- quota_usage --
 -- User $1's jobs counted in the last hour and day, and when the oldest of each leaves its window.

@@ -169,7 +169,7 @@ CREATE UNIQUE INDEX courier_pending_edit_idx ON courier_pending_actions (user_id
 -- counted). A limit of 0 is no limit. Locks the user's row (which must exist), so that one user's
 -- concurrent submissions are counted one after the other; call it in the transaction that inserts
 -- the job.
-CREATE FUNCTION courier_take_quota(p_user bigint, p_per_hour integer, p_per_day integer) RETURNS text
+CREATE FUNCTION courier_take_quota_v1(p_user bigint, p_per_hour integer, p_per_day integer) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     used_hour bigint;
@@ -191,6 +191,10 @@ BEGIN
 END
 $$;
 
+-- Kept for hosts from before 0012 (they call it until they are upgraded): courier_take_quota_v1.
+CREATE FUNCTION courier_take_quota(p_user bigint, p_per_hour integer, p_per_day integer) RETURNS text
+LANGUAGE sql AS $$ SELECT courier_take_quota_v1(p_user, p_per_hour, p_per_day) $$;
+
 -- Telegram updates that were handled by queueing (or refusing) a job, recorded in the same
 -- transaction: a redelivered update (a webhook retry, polling after a restart, a second host)
 -- queues nothing twice. Telegram keeps an update for at most 24 hours, so rows older than that
@@ -205,7 +209,7 @@ CREATE TABLE courier_updates (
 );
 
 -- Queues a job for user p_user_id unless they have p_max_active queued or running (NULL: no cap),
--- have spent their quota (p_per_hour, p_per_day as in courier_take_quota; NULL: none), or
+-- have spent their quota (p_per_hour, p_per_day as in courier_take_quota_v1; NULL: none), or
 -- job p_part of update p_update_id of bot p_bot_id was queued or refused before (NULL: not from an
 -- update).
 -- job_id is NULL when nothing was queued: duplicate or spent ('hour', 'day') says why, else
@@ -213,7 +217,7 @@ CREATE TABLE courier_updates (
 -- The user's row is locked first and every statement reads a fresh snapshot (PL/pgSQL, READ
 -- COMMITTED), so one user's submissions are counted one at a time and the cap holds under a
 -- flood. The dispatchers are woken (NOTIFY) when it commits.
-CREATE FUNCTION courier_submit(
+CREATE FUNCTION courier_submit_v1(
     p_user_id bigint, p_username text, p_first_name text, p_language_code text,
     p_chat_id bigint, p_command text, p_params jsonb, p_max_attempts integer, p_reply_to_message_id bigint,
     p_max_active bigint, p_per_hour integer, p_per_day integer, p_bot_id bigint, p_update_id bigint,
@@ -241,7 +245,7 @@ BEGIN
         END IF;
     END IF;
     IF p_per_hour IS NOT NULL THEN
-        spent := courier_take_quota(p_user_id, p_per_hour, p_per_day);
+        spent := courier_take_quota_v1(p_user_id, p_per_hour, p_per_day);
         IF spent IS NOT NULL THEN
             RETURN;
         END IF;
@@ -250,11 +254,21 @@ BEGIN
     VALUES (p_user_id, p_chat_id, p_command, p_params, p_max_attempts, p_reply_to_message_id)
     RETURNING id INTO job_id;
     IF p_update_id IS NOT NULL THEN
-        UPDATE courier_updates u SET job_id = courier_submit.job_id
+        UPDATE courier_updates u SET job_id = courier_submit_v1.job_id
         WHERE u.bot_id = p_bot_id AND u.update_id = p_update_id AND u.part = p_part;
     END IF;
     PERFORM pg_notify('courier_jobs', job_id::text);
 END
+$$;
+
+-- Kept for hosts from before 0012 (they call it until they are upgraded): courier_submit_v1.
+CREATE FUNCTION courier_submit(
+    p_user_id bigint, p_username text, p_first_name text, p_language_code text,
+    p_chat_id bigint, p_command text, p_params jsonb, p_max_attempts integer, p_reply_to_message_id bigint,
+    p_max_active bigint, p_per_hour integer, p_per_day integer, p_bot_id bigint, p_update_id bigint,
+    p_part integer, OUT job_id bigint, OUT active bigint, OUT spent text, OUT duplicate boolean)
+LANGUAGE sql AS $$
+    SELECT * FROM courier_submit_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 $$;
 
 CREATE TABLE courier_polled_updates (

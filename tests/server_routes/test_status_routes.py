@@ -3,6 +3,7 @@
 import pytest
 
 from comfyui_courier.store import benchmarks, jobs, sessions, users
+from comfyui_courier.tests.support import jobs as support_jobs
 
 ALICE, BOB = 11, 22
 
@@ -12,8 +13,9 @@ async def queue_jobs(store):
     for user, n in ((ALICE, 2), (BOB, 1)):
         await users.upsert_user(store.pool, user, f"user{user}")
         for i in range(n):
-            ids[(user, i)] = (await jobs.enqueue(store.pool, user_id=user, chat_id=user, command="demo",
-                                                 params={"prompt": f"secret prompt {user}"})).job_id
+            ids[(user, i)] = (await support_jobs.enqueue(store.pool, user_id=user, chat_id=user, command="demo",
+                                                         params={"prompt": f"secret prompt {user}"},
+                                                         profile=(f"user{user}", None, None))).job_id
     return ids
 
 
@@ -51,7 +53,8 @@ async def test_sessions_summarize_each_user(api, store):
         await users.upsert_user(store.pool, user, f"user{user}")
 
     async def enqueue(user):
-        return (await jobs.enqueue(store.pool, user_id=user, chat_id=user, command="demo", params={})).job_id
+        return (await support_jobs.enqueue(store.pool, user_id=user, chat_id=user, command="demo", params={},
+                                           profile=(f"user{user}", None, None))).job_id
 
     async def run_alone(user):  # the only queued job, so the claim takes it
         job_id = await enqueue(user)

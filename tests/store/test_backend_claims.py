@@ -2,6 +2,7 @@
 
 import pytest
 from comfyui_courier.store import backends, jobs
+from comfyui_courier.tests.support import jobs as support_jobs
 
 A, B = 101, 202
 SDXL, FLUX = "sd_xl_base_1.0.safetensors", "flux1-schnell.safetensors"
@@ -15,7 +16,7 @@ def workflow(model: str | None = None) -> dict:
 
 
 async def enqueue(store, user_id: int = A, model: str | None = None) -> int:
-    job_id, _ = await jobs.enqueue(store.pool, user_id=user_id, chat_id=user_id, command="draw",
+    job_id, _ = await support_jobs.enqueue(store.pool, user_id=user_id, chat_id=user_id, command="draw",
                                    params={"workflow": workflow(model), "seed": 1})
     return job_id
 
@@ -73,7 +74,7 @@ async def test_a_model_that_no_backend_taking_jobs_has_does_not_hold_the_job(sto
 
 async def test_a_job_pinned_to_a_backend_is_claimed_there_only(store, two):
     """``/bench … @backend``: the job's params name the one backend that may claim it; others pass it by."""
-    pinned, _ = await jobs.enqueue(store.pool, user_id=A, chat_id=A, command="bench",
+    pinned, _ = await support_jobs.enqueue(store.pool, user_id=A, chat_id=A, command="bench",
                                    params={"workflow": workflow(), "seed": 1, "backend": CPU})
     plain = await enqueue(store, A)
     assert (await jobs.claim(store.pool, "gpu", 60, backend=GPU)).id == plain

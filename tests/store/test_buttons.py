@@ -6,12 +6,13 @@ import asyncio
 import pytest
 from comfyui_courier.store import buttons, jobs, sessions
 from comfyui_courier.store.pool import connect
+from comfyui_courier.tests.support import jobs as support_jobs
 
 USER, OTHER, CHAT = 101, 202, 9000
 
 
 async def finished_job(store, user_id: int = USER) -> int:
-    job_id, _ = await jobs.enqueue(store.pool, user_id=user_id, chat_id=CHAT, command="demo",
+    job_id, _ = await support_jobs.enqueue(store.pool, user_id=user_id, chat_id=CHAT, command="demo",
                                    params={"prompt": "x", "seed": 1})
     output = {"kind": "image", "file_id": "f", "filename": "a.png", "message_ids": [5, 6], "job_id": job_id}
     assert (await jobs.claim(store.pool, "worker", lease_s=60)).id == job_id

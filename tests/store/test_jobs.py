@@ -6,21 +6,22 @@ import pytest
 
 from comfyui_courier.store import backends, jobs
 from comfyui_courier.store.pool import connect
+from comfyui_courier.tests.support import jobs as support_jobs
 
 A, B, C = 101, 202, 303
 CHAT = 9000
 
 
 async def enqueue(store, user_id: int, prompt: str = "a cat", **kw) -> int:
-    job_id, _ = await jobs.enqueue(store.pool, user_id=user_id, chat_id=CHAT + user_id,
+    job_id, _ = await support_jobs.enqueue(store.pool, user_id=user_id, chat_id=CHAT + user_id,
                                    command="draw", params={"prompt": prompt}, **kw)
     return job_id
 
 
 async def test_enqueue_returns_id_and_position(store):
-    first = await jobs.enqueue(store.pool, user_id=A, chat_id=CHAT, command="draw",
+    first = await support_jobs.enqueue(store.pool, user_id=A, chat_id=CHAT, command="draw",
                                params={"prompt": "a cat", "seed": 7}, reply_to_message_id=55)
-    second = await jobs.enqueue(store.pool, user_id=A, chat_id=CHAT, command="draw", params={})
+    second = await support_jobs.enqueue(store.pool, user_id=A, chat_id=CHAT, command="draw", params={})
     assert first.position == 1 and second.position == 2
     job = await jobs.get_job(store.pool, first.job_id)
     assert job.status == "queued" and job.params == {"prompt": "a cat", "seed": 7}
@@ -150,7 +151,7 @@ async def test_cancel_user_jobs_returns_the_running_ones(store):
     await jobs.cancel_job(store.pool, done)
 
     queued, running = await jobs.cancel_user_jobs(store.pool, A)
-    assert queued == queued_ids
+    assert [job.id for job in queued] == queued_ids
     assert [(job.id, job.worker, job.backend, job.status) for job in running] == \
         [(running_id, "w", "http://b", "cancelled")]
     assert not await jobs.extend_lease(store.pool, running_id, "w", 60)  # the worker learns it

@@ -1,6 +1,7 @@
 """Migrations: once per database, safe to run concurrently, and the same schema as schema.sql."""
 
 import asyncio
+import re
 
 import pytest
 
@@ -108,3 +109,47 @@ async def test_every_named_query_is_valid_sql(store):
                 await conn.prepare(sql)
             except Exception as exc:
                 pytest.fail(f"query {name}: {exc}")
+
+
+def _functions_made_by(sql: str) -> set[str]:
+    return set(re.findall(r"CREATE (?:OR REPLACE )?FUNCTION (\w+)\(", sql))
+
+
+async def test_no_migration_drops_a_function_an_older_host_calls(pg_database):
+    """A host keeps running across a migration: every function any migration made still exists after all."""
+    made = set().union(*(_functions_made_by(sql) for _, sql in migrations()))
+    assert {"courier_submit", "courier_take_quota", "courier_submit_v1", "courier_take_quota_v1"} <= made
+    conn = await connect(pg_database)
+    try:
+        await migrate(conn)
+        present = {row["proname"] for row in await conn.fetch(
+            "SELECT proname FROM pg_proc WHERE pronamespace = 'public'::regnamespace")}
+    finally:
+        await conn.close()
+    assert sorted(made - present) == []
+
+
+async def test_a_host_from_before_0012_keeps_queueing_across_it(pg_database):
+    """Its statement, prepared before the migration, calls courier_submit; after it, it still queues a job."""
+    before = [(name, sql) for name, sql in migrations() if name < "0012"]
+    conn = await connect(pg_database)
+    try:
+        async with conn.transaction():
+            await conn.execute(_queries()["create_migrations_table"])
+            for name, sql in before:
+                await conn.execute(sql)
+                await conn.execute(_queries()["record_migration"], name)
+        old_host = await conn.prepare(
+            "SELECT job_id, spent FROM courier_submit($1, 'old', 'Old', 'en', $1, 'draw', '{}', 3, NULL, "
+            "NULL, 10, 100, NULL, NULL, 0)")
+        assert (await old_host.fetchrow(7))["job_id"] is not None
+        applied = await migrate(conn)  # 0012 and those after it, while the old host holds its statement
+        assert applied[:1] == ["0012_versioned_functions"]
+        assert "courier_submit_v1(" in _queries()["submit_job"]
+        old_job = await old_host.fetchrow(7)
+        new_job = await conn.fetchrow(_queries()["submit_job"], 7, "new", "New", "en", 7, "draw", {}, 3, None,
+                                      None, 10, 100, None, None, 0)
+        assert old_job["job_id"] is not None and new_job["job_id"] > old_job["job_id"]
+        assert await conn.fetchval("SELECT count(*) FROM courier_quota_events WHERE user_id = 7") == 3
+    finally:
+        await conn.close()
