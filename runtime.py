@@ -85,6 +85,7 @@ class Courier:
             log.error("database: %s", exc)
             self.health.set("database", "error", str(exc))
             return
+        self.store.supervise(lambda state, reason: self.health.set("database", state, reason))
         embedded = self.store.embedded
         self.health.set("database", "ok", f"embedded PostgreSQL in {embedded.pgdata}" if embedded is not None
                         else "external PostgreSQL")

@@ -35,6 +35,7 @@ from ..config import Settings
 from ..health import Health
 from ..logs import get_logger
 from ..store import backends, deliveries, jobs
+from ..store.db import Patient
 from ..store.errors import StoreError
 from . import backends as backend_health
 from . import bench, prompt_job
@@ -55,6 +56,8 @@ IDLE_POLL_S = 5.0
 BACKEND_RETRY_S = 5.0
 LEASE_CHECK_S = 2.0
 """At most this long between lease renewals: a job cancelled or taken over elsewhere stops within it."""
+LEASE_MARGIN_S = 2.0
+"""A job waits for the database (``store.db.Patient``) until this long before its lease runs out."""
 
 RUNNERS: dict[str, Runner] = {prompt_job.KIND: prompt_job.run, bench.KIND: bench.run_job}
 """Job kind (``job.params["kind"]``, a prompt job when absent) -> its runner."""
@@ -75,6 +78,7 @@ class ActiveJob:
     task: asyncio.Task | None = None
     cancelled_by_user: bool = False
     lease_lost: bool = False  # cancelled in another process, or queued again after our lease expired
+    lease_until: float = 0.0  # monotonic: when the lease we last took or renewed runs out
 
 
 class Slots:
@@ -242,7 +246,9 @@ class Dispatcher:
         while True:
             await asyncio.sleep(min(lease_s / 3, LEASE_CHECK_S))
             try:
+                renewed_at = time.monotonic()
                 if await jobs.extend_lease(self.store.pool, job_id, self.worker_id, lease_s):
+                    active.lease_until = renewed_at + lease_s
                     continue
             except StoreError as exc:  # the database is away: the lease may still hold when it is back
                 log.warning("job %s: renewing its lease failed: %s", job_id, exc)
@@ -268,7 +274,18 @@ class Dispatcher:
                                     reply_to=job.reply_to_message_id,
                                     adopt=functools.partial(jobs.adopt_status_message, self.store.pool, job.id),
                                     moved=functools.partial(jobs.move_status_message, self.store.pool, job.id))
+        active.lease_until = time.monotonic() + self.settings.job_lease_s
         lease = asyncio.create_task(self._keep_lease(job.id, active), name=f"courier-lease-{job.id}")
+        told_waiting = []
+
+        async def waiting() -> None:  # its status says the result waits (asked again each wait: an edit
+            if not told_waiting:       # in flight drops it, the same text shown is no new edit)
+                told_waiting.append(True)
+                log.warning("job %s waits for the database to record its outcome", job.id)
+            with contextlib.suppress(Exception):
+                await progress.update(say("database_down_result", name=job.command))
+
+        pool = Patient(self.store.pool, lambda: active.lease_until - LEASE_MARGIN_S, waiting)
         started = time.monotonic()
         try:
             await hold.wait_turn()
@@ -276,7 +293,7 @@ class Dispatcher:
                                   else say("running_again", name=job.command, attempt=job.attempts,
                                            attempts=job.max_attempts))
             runner = RUNNERS[kind(job)]
-            run = JobRun(job, client, active.prompt_id, progress, self.sink, self.store.pool, self.settings, say,
+            run = JobRun(job, client, active.prompt_id, progress, self.sink, pool, self.settings, say,
                          self.handoff, left_backend=hold.release)
             result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
         except asyncio.CancelledError:
@@ -319,7 +336,7 @@ class Dispatcher:
             return False
         finally:
             lease.cancel()
-        if await jobs.succeed(self.store.pool, job.id, result, worker=self.worker_id):
+        if await jobs.succeed(pool, job.id, result, worker=self.worker_id):
             seconds = time.monotonic() - started
             await progress.finish(say("done_unconfirmed", seconds=seconds) if result.get("unconfirmed")
                                   else say("done", seconds=seconds))

@@ -39,6 +39,7 @@ class Store:
         self.pool = pool
         self.embedded = embedded_server
         self._dsn = dsn
+        self._supervisor: asyncio.Task | None = None
 
     @classmethod
     async def open(cls, settings: Settings, data_dir: Path) -> Store:
@@ -63,8 +64,17 @@ class Store:
         log.info("database ready (%s)%s", where, f", applied migrations {', '.join(applied)}" if applied else "")
         return cls(pool, dsn, server)
 
+    def supervise(self, report: Callable[[str, str], object]) -> None:
+        """Start the embedded server again whenever it dies (``EmbeddedServer.supervise``), telling
+        ``report(state, reason)``; nothing to do for an external database."""
+        if self.embedded is not None and self._supervisor is None:
+            self._supervisor = asyncio.create_task(self.embedded.supervise(report), name="courier-postgres-supervisor")
+
     async def close(self) -> None:
         """Close the pool (forcibly after a grace period), then release the embedded server."""
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            await asyncio.gather(self._supervisor, return_exceptions=True)
         try:
             await asyncio.wait_for(self.pool.close(), _CLOSE_TIMEOUT_S)
         except asyncio.TimeoutError:

@@ -32,6 +32,10 @@ lists the pids that use the server. A second process reuses the running server, 
 stops when the last live process releases it, or, once no listed process is alive, by the
 watcher each of them starts (``pgwatch.py``): that covers SIGTERM and SIGKILL. A start after a
 crash removes the stale postmaster.pid; postgres recovers the data from its WAL.
+
+A server that dies under us (the OOM killer, a crash) is started again by ``supervise``, on the
+same socket directory, so the DSN every pool and listener holds stays valid, with a watcher for
+the new server.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from urllib.parse import quote
 
 from . import pgwatch
 from .errors import EmbeddedError
-from .pgwatch import clients, pid_file, postmaster
+from .pgwatch import alive, clients, pid_file, postmaster
 from ..logs import get_logger
 
 if os.name == "posix":
@@ -64,6 +68,7 @@ log = get_logger("postgres")
 SERVICE_USER = "courier-postgres"
 SYSTEM_DIR = Path("/var/lib/comfyui-courier")  # as root: the binaries' copy and new clusters
 _TIMEOUT_S = 60
+RESTART_BACKOFF_S = (1.0, 30.0)  # first and longest wait between two failed restarts
 
 
 async def start(pgdata: Path) -> EmbeddedServer:
@@ -106,8 +111,8 @@ def start_sync(pgdata: Path) -> EmbeddedServer:
         raise EmbeddedError(f"cannot set up the embedded PostgreSQL in {pgdata}: {exc}") from exc
     pid, socket_dir, port = running
     dsn = f"postgresql://postgres@/postgres?host={quote(str(socket_dir))}&port={port}"
-    server = EmbeddedServer(pgdata=pgdata, dsn=dsn, pid=pid, started=started, _runner=runner,
-                            _watcher=watcher)
+    server = EmbeddedServer(pgdata=pgdata, dsn=dsn, pid=pid, started=started, socket_dir=socket_dir,
+                            _runner=runner, _watcher=watcher)
     atexit.register(server.stop_sync)
     return server
 
@@ -120,6 +125,7 @@ class EmbeddedServer:
     dsn: str  # superuser on the Unix socket; no password (trust)
     pid: int  # the postmaster's
     started: bool  # True when this handle started the server, False when it was running already
+    socket_dir: Path  # in the DSN; kept when the server is started again
     _runner: _Runner = field(repr=False)
     _watcher: subprocess.Popen = field(repr=False)
     _released: bool = field(default=False, repr=False)
@@ -131,6 +137,55 @@ class EmbeddedServer:
     async def stop(self) -> None:
         """Release this handle off the event loop; see ``stop_sync``."""
         await asyncio.to_thread(self.stop_sync)
+
+    async def supervise(self, report) -> None:
+        """Run until cancelled: each time the server dies, start it again (``restart_sync``), with
+        backoff while that fails. ``report(state, reason)`` tells health what happens meanwhile."""
+        while True:
+            await _exited(self.pid)
+            if self._released:
+                return
+            log.error("the embedded PostgreSQL (pid %d) in %s died; starting it again (it recovers from its WAL)",
+                      self.pid, self.pgdata)
+            report("error", "the embedded PostgreSQL died; starting it again")
+            wait_s, told = RESTART_BACKOFF_S[0], None
+            while True:
+                try:
+                    await asyncio.to_thread(self.restart_sync)
+                    break
+                except EmbeddedError as exc:
+                    if str(exc) != told:
+                        told = str(exc)
+                        log.error("starting the embedded PostgreSQL again failed (trying again): %s", exc)
+                    report("error", f"the embedded PostgreSQL died and does not start again: {exc}")
+                await asyncio.sleep(wait_s)
+                wait_s = min(wait_s * 2, RESTART_BACKOFF_S[1])
+            log.info("the embedded PostgreSQL runs again (pid %d)", self.pid)
+            report("ok", f"embedded PostgreSQL in {self.pgdata} (started again after it died)")
+
+    def restart_sync(self) -> None:
+        """After the server died: start it on the same data and socket directory (unless another
+        process using it already did), with a watcher of this process for it. Blocking."""
+        try:
+            with clients(self.pgdata) as pids:
+                running = postmaster(self.pgdata)
+                if running is None:
+                    _remove_stale_files(self.pgdata, keep=self.socket_dir)
+                    self._runner.start(self.socket_dir)
+                    running = postmaster(self.pgdata)
+                    if running is None:
+                        raise EmbeddedError(f"PostgreSQL started but wrote no postmaster.pid in {self.pgdata}")
+                elif running[1] != self.socket_dir:
+                    raise EmbeddedError(f"another process started the PostgreSQL in {self.pgdata} on "
+                                        f"{running[1]}; restart ComfyUI")
+                if os.getpid() not in pids:
+                    pids.append(os.getpid())
+                old, self._watcher = self._watcher, self._runner.watch()
+        except OSError as exc:
+            raise EmbeddedError(f"cannot start the embedded PostgreSQL in {self.pgdata} again: {exc}") from exc
+        old.terminate()  # it watched the server that died
+        old.wait()
+        self.pid = running[0]
 
     def stop_sync(self) -> None:
         """Release this handle; the server stops when no live process holds it any more."""
@@ -194,13 +249,38 @@ def _make_system_dir() -> None:
         SYSTEM_DIR.chmod(0o755)  # whatever the umask: the account must enter it
 
 
-def _remove_stale_files(pgdata: Path) -> None:
-    """What a server that died without stopping left: postmaster.pid and its socket directory."""
+def _remove_stale_files(pgdata: Path, keep: Path | None = None) -> None:
+    """What a server that died without stopping left: postmaster.pid and its socket directory
+    (only its sockets when it is ``keep``, which the next server uses again)."""
     stale = pid_file(pgdata)
     if stale is not None:
         log.warning("the embedded PostgreSQL in %s was not stopped cleanly; it recovers on start", pgdata)
-        pgwatch.remove_socket_directory(stale[1])
+        if stale[1] == keep:
+            for entry in keep.glob(".s.PGSQL.*"):
+                entry.unlink(missing_ok=True)
+        else:
+            pgwatch.remove_socket_directory(stale[1])
     (pgdata / "postmaster.pid").unlink(missing_ok=True)
+
+
+async def _exited(pid: int) -> None:
+    """Return once ``pid`` (not our child: pg_ctl started it) has exited."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # macOS, or no pidfd here
+        while alive(pid):
+            await asyncio.sleep(1)
+        return
+    loop = asyncio.get_running_loop()
+    gone = loop.create_future()
+    loop.add_reader(fd, lambda: gone.done() or gone.set_result(None))
+    try:
+        await gone
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 @dataclass
@@ -262,8 +342,14 @@ class _Runner:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def start(self) -> None:
-        """Start the server, its socket in a new private directory (0700, the account's)."""
+    def start(self, socket_dir: Path | None = None) -> None:
+        """Start the server, its socket in a new private directory (0700, the account's), or in
+        ``socket_dir`` again (that of a server that died: the DSN stays the same)."""
+        if socket_dir is not None:
+            _require_private(socket_dir, self.account)
+            self.run("pg_ctl", "start", "-w", "-t", str(_TIMEOUT_S), "-D", str(self.pgdata),
+                     "-l", str(self.pgdata / "postgres.log"), "-o", f"-h '' -k {socket_dir}")
+            return
         socket_dir = Path(tempfile.mkdtemp(prefix=pgwatch.SOCKET_PREFIX, dir=pgwatch.SOCKET_PARENT))
         try:
             if self.account is not None:
@@ -291,6 +377,14 @@ class _Runner:
         except OSError:
             return ""
         return "\npostgres.log:\n" + "\n".join(tail)
+
+
+def _require_private(socket_dir: Path, account: tuple[int, int] | None) -> None:
+    """Refuse a socket directory that is no longer the private one we made (gone, or replaced)."""
+    st = socket_dir.lstat()
+    owner = account[0] if account is not None else os.geteuid()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != owner or st.st_mode & 0o077:
+        raise EmbeddedError(f"the socket directory {socket_dir} is not the private one it was; restart ComfyUI")
 
 
 def _system_copy(bin_dir: Path, version: int) -> Path:
