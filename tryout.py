@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -110,7 +111,7 @@ async def run(options: Options) -> int:
             stack.push_async_callback(network.stop)
             env.update(await publish_hidden_service(network, anon, data_dir))
         log_path = (data_dir if options.keep else scratch) / "comfyui.log"
-        options.comfyui_args, said = with_device(options.comfyui_args, await asyncio.to_thread(probe_accelerators))
+        options.comfyui_args, said = await asyncio.to_thread(with_device, options.comfyui_args, probe_accelerators)
         if said:
             print(said, flush=True)
         comfyui = start_comfyui(options, env, log_path)
@@ -227,10 +228,14 @@ def probe_accelerators() -> dict[str, bool] | None:
         return None
 
 
-def with_device(comfyui_args: list[str], accelerators: dict[str, bool] | None) -> tuple[list[str], str | None]:
-    """ComfyUI's arguments plus ``--cpu`` when the probe found no accelerator, and the line saying so.
-    A failed probe (no torch, say) adds nothing: ComfyUI then tells what is wrong itself."""
-    if "--cpu" in comfyui_args or accelerators is None or any(accelerators.values()):
+def with_device(comfyui_args: list[str], probe: Callable[[], dict[str, bool] | None]) -> tuple[list[str], str | None]:
+    """ComfyUI's arguments plus ``--cpu`` when ``probe()`` finds no accelerator (not asked when
+    ``--cpu`` is there already), and the line saying so. A failed probe (no torch, say) adds
+    nothing: ComfyUI then tells what is wrong itself."""
+    if "--cpu" in comfyui_args:
+        return comfyui_args, None
+    accelerators = probe()
+    if accelerators is None or any(accelerators.values()):
         return comfyui_args, None
     return [*comfyui_args, "--cpu"], ("try: ComfyUI's Python sees no GPU (torch finds no CUDA, XPU or MPS device): "
                                       "starting ComfyUI with --cpu, which is slow")

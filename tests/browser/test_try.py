@@ -348,12 +348,16 @@ def test_the_bot_token_is_new_each_run_and_keeps_the_bot_id():
 
 def test_no_accelerator_means_cpu_said_in_one_line():
     none = {"cuda": False, "xpu": False, "mps": False}
-    args, said = with_device(["--listen", "127.0.0.1"], none)
+    args, said = with_device(["--listen", "127.0.0.1"], lambda: none)
     assert args == ["--listen", "127.0.0.1", "--cpu"] and said.count("\n") == 0 and "--cpu" in said
     for found in ({**none, "cuda": True}, {**none, "xpu": True}, {**none, "mps": True}):
-        assert with_device(["--listen", "127.0.0.1"], found) == (["--listen", "127.0.0.1"], None)
-    assert with_device(["--cpu"], none) == (["--cpu"], None)  # asked for already: nothing to say
-    assert with_device(["--listen", "127.0.0.1"], None) == (["--listen", "127.0.0.1"], None)  # the probe failed
+        assert with_device(["--listen", "127.0.0.1"], lambda found=found: found) == (["--listen", "127.0.0.1"], None)
+
+    def unasked():
+        raise AssertionError("probed although --cpu was given")
+
+    assert with_device(["--cpu"], unasked) == (["--cpu"], None)  # asked for already: nothing to say
+    assert with_device(["--listen", "127.0.0.1"], lambda: None) == (["--listen", "127.0.0.1"], None)  # probe failed
 
 
 async def test_try_on_a_machine_without_a_gpu_starts_comfyui_with_cpu_and_says_so(folder, tmp_path):
