@@ -2,7 +2,9 @@
 
 ``check`` compares what the code uses (message ids extracted with Babel as ``babel.cfg`` says,
 plus ``command_<name>`` for each shipped command) with every ``.po``: ids a catalog lacks (or
-has untranslated or fuzzy), ids no code uses, and placeholders that differ from English. It
+has untranslated or fuzzy), ids no code uses, placeholders that differ from English, and plural
+messages (``ntext``) that are not plural in a catalog, or the other way round (a plural message
+lacking one of the forms its language's ``Plural-Forms`` header counts is untranslated). It
 prints one line per problem and exits 1 if there is any; ``tests/test_i18n.py`` runs the same.
 
 ``port FILE`` (``-`` for stdin) adds to the catalogs the messages of an old-style
@@ -22,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
-from babel.messages.extract import extract_from_dir
+from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
 from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po, write_po
 
@@ -32,32 +34,51 @@ from .jobs.seed import SEED_DIR, seed_manifest
 PACK_ROOT = Path(__file__).resolve().parent
 SHIPPED_COMMAND_PREFIX = "command_"
 RESERVED_NAMES = {"language", "key"}  # text(language, key, **params) could not be given them
+PLURAL_KEYWORDS = {"nt": (2,), "ntext": (2,)}
+"""The calls of ``babel.cfg`` whose id is a plural message."""
 
 
-def used_ids(root: Path = PACK_ROOT, seed_dir: Path = SEED_DIR) -> dict[str, list[str]]:
-    """Every message id the code uses, with where (``path:line``)."""
+def used_ids(root: Path = PACK_ROOT, seed_dir: Path = SEED_DIR, *, plural: bool = False) -> dict[str, list[str]]:
+    """Every message id the code uses, with where (``path:line``); ``plural``: only those it asks for
+    with a count (``PLURAL_KEYWORDS``)."""
     with (PACK_ROOT / "babel.cfg").open(encoding="utf-8") as config:
         method_map, options_map = parse_mapping_cfg(config)
+    if plural:
+        options_map = {pattern: {**options, "keywords": PLURAL_KEYWORDS} for pattern, options in options_map.items()}
     used: dict[str, list[str]] = {}
-    for path, line, message, _comments, _context in extract_from_dir(root, method_map, options_map):
+    for path, line, message, _comments, _context in extract_from_dir(root, method_map, options_map,
+                                                                      keywords={} if plural else DEFAULT_KEYWORDS):
         if isinstance(message, str):
             used.setdefault(message, []).append(f"{path}:{line}")
-    for name in seed_manifest(seed_dir):
-        used.setdefault(f"{SHIPPED_COMMAND_PREFIX}{name}", []).append("workflows/api/commands.json")
+    if not plural:
+        for name in seed_manifest(seed_dir):
+            used.setdefault(f"{SHIPPED_COMMAND_PREFIX}{name}", []).append("workflows/api/commands.json")
     return used
 
 
-def placeholders(template: str) -> set[tuple[str, str, str]]:
-    """The ``str.format`` fields of ``template`` as (name, conversion, format spec)."""
-    return {(name, conversion or "", spec or "") for _, name, spec, conversion in string.Formatter().parse(template)
-            if name is not None}
+def placeholders(message: i18n.Message) -> set[tuple[str, str, str]]:
+    """The ``str.format`` fields of ``message`` (of all its forms) as (name, conversion, format spec)."""
+    templates = message.forms if isinstance(message, i18n.Plural) else (message,)
+    return {(name, conversion or "", spec or "") for template in templates
+            for _, name, spec, conversion in string.Formatter().parse(template) if name is not None}
 
 
-def problems(locales_dir: Path = i18n.LOCALES_DIR, used: Iterable[str] | None = None) -> list[str]:
-    """One line per flaw in the catalogs, against the ids the code uses (``used_ids()`` by default)."""
+def problems(locales_dir: Path = i18n.LOCALES_DIR, used: Iterable[str] | None = None,
+             plural: Iterable[str] | None = None) -> list[str]:
+    """One line per flaw in the catalogs, against the ids the code uses (``used_ids()`` by default)
+    and those of them it asks for with a count (``used_ids(plural=True)``)."""
     used = set(used_ids() if used is None else used)
+    plural = set(used_ids(plural=True) if plural is None else plural)
     catalogs = {language: i18n.read_messages(language, locales_dir) for language in i18n.LANGUAGES}
     english = catalogs["en"]
+    plural_problems = []
+    for language, messages in catalogs.items():  # a form left out reads as no translation (Babel pads them)
+        for key in sorted(messages.keys() & used):
+            is_plural = isinstance(messages[key], i18n.Plural)
+            if is_plural != (key in plural):
+                found_kind = "has plural forms" if is_plural else "has no plural forms"
+                asked = "the code asks for it with a count (ntext)" if key in plural else "the code uses text()"
+                plural_problems.append(f"{language}: {key} {found_kind}, but {asked}")
     found = [f"{language}: no translation of {key}" for language, messages in catalogs.items()
              for key in sorted(used - messages.keys())]
     found += [f"en: {key} is used by no code" for key in sorted(english.keys() - used)]
@@ -69,7 +90,7 @@ def problems(locales_dir: Path = i18n.LOCALES_DIR, used: Iterable[str] | None = 
         found += [f"{language}: {key} has placeholders {sorted(placeholders(messages[key]))}, English has "
                   f"{sorted(placeholders(english[key]))}" for key in sorted(messages.keys() & english.keys())
                   if placeholders(messages[key]) != placeholders(english[key])]
-    return found
+    return found + plural_problems
 
 
 def read_catalog(language: str, locales_dir: Path = i18n.LOCALES_DIR) -> Catalog:

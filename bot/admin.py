@@ -13,12 +13,14 @@ others answer from PostgreSQL at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import html
 import re
 
 from telegram import Update
 from telegram.constants import MessageLimit
+from telegram.error import TelegramError
 
 from .. import i18n
 from ..config import EVERYONE
@@ -196,11 +198,34 @@ def _titled(title: str, table_text: str) -> str:
 
 
 async def interrupt(context: CourierContext, running: list[jobs.Job]) -> None:
-    """Stop the prompts of cancelled jobs that were running (on this process's backends)."""
+    """Stop the prompts of cancelled jobs that were running (on this process's backends); their
+    workers then say "cancelled" in their status messages."""
     dispatcher = context.bot_data.dispatcher
     for job in running:
         if dispatcher is not None:
             await dispatcher.interrupt(job.id)
+
+
+async def end_cancelled(context: CourierContext, cancelled: jobs.Cancelled) -> int:
+    """After a cancel: the running jobs interrupted, the queued ones' status messages saying
+    "cancelled"; returns how many jobs were cancelled."""
+    await interrupt(context, cancelled.running)
+    for job in cancelled.queued:
+        await show_cancelled(context, job)
+    return len(cancelled.queued) + len(cancelled.running)
+
+
+async def show_cancelled(context: CourierContext, job: jobs.Job) -> None:
+    """Edit a cancelled queued job's "Queued" reply (also one still on its way) to say it was cancelled."""
+    message_id = job.status_message_id
+    if message_id is None and (on_its_way := context.bot_data.queued_replies.get(job.id)) is not None:
+        message_id = await on_its_way
+    if message_id is None:  # none went: the /cancel reply says it
+        return
+    language = i18n.pick_language(job.params.get("language"), context.settings.language)
+    with contextlib.suppress(TelegramError):  # deleted by the user, say: the /cancel reply says it
+        await context.bot.edit_message_text(i18n.text(language, "job_cancelled", name=job.command),
+                                            job.chat_id, message_id)
 
 
 async def cancel_one(update: Update, context: CourierContext, args: str) -> None:
@@ -218,6 +243,8 @@ async def cancel_one(update: Update, context: CourierContext, args: str) -> None
         return
     if previous == "running":
         await interrupt(context, [job])
+    else:
+        await show_cancelled(context, job)
     await message.reply_text(context.t(update, "cancel_job_done", id=job_id))
 
 
@@ -263,10 +290,8 @@ async def ban(update: Update, context: CourierContext) -> None:
         await update.effective_message.reply_text(context.t(update, "ban_admin", user_id=user_id))
         return
     await access_store.set_banned(context.pool, user_id, True)
-    cancelled = await jobs.cancel_user_jobs(context.pool, user_id)
-    await interrupt(context, cancelled.running)
-    await update.effective_message.reply_text(context.t(
-        update, "ban_done", user_id=user_id, count=len(cancelled.queued) + len(cancelled.running)))
+    count = await end_cancelled(context, await jobs.cancel_user_jobs(context.pool, user_id))
+    await update.effective_message.reply_text(context.nt(update, "ban_done", count, user_id=user_id))
 
 
 async def unban(update: Update, context: CourierContext) -> None:
@@ -307,10 +332,8 @@ async def disallow(update: Update, context: CourierContext) -> None:
     if EVERYONE in allowed or user_id in allowed:
         await message.reply_text(context.t(update, "disallow_by_settings", user_id=user_id))
         return
-    cancelled = await jobs.cancel_user_jobs(context.pool, user_id)
-    await interrupt(context, cancelled.running)
-    await message.reply_text(context.t(update, "disallow_done", user_id=user_id,
-                                       count=len(cancelled.queued) + len(cancelled.running)))
+    count = await end_cancelled(context, await jobs.cancel_user_jobs(context.pool, user_id))
+    await message.reply_text(context.nt(update, "disallow_done", count, user_id=user_id))
 
 
 async def stats(update: Update, context: CourierContext) -> None:

@@ -1,6 +1,6 @@
 """The buttons under each result and ``/history``'s, and the ✏️ edit's wait for its instruction.
 
-Every press is answered. A button's token is looked up in PostgreSQL (``store.buttons``), and
+Every press is answered (ℹ️ sends its message once per result every ``INFO_EVERY_S``). A button's token is looked up in PostgreSQL (``store.buttons``), and
 only the user who started the job may use it: anyone else, in a group say, gets an alert and
 nothing happens. A button that queues a job (🎲 new seed, ⬆️ upscale, 🔁 run again) does so on
 its first press only. ✏️ edit waits (in PostgreSQL, so across a restart, for ``EDIT_VALID_S``)
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import html
+import time
 from collections.abc import Awaitable, Callable
 
 from telegram import InlineKeyboardMarkup, Update
@@ -25,6 +26,7 @@ from .options import format_options, split_options
 
 UPSCALE_COMMAND = "upscale"
 EDIT_VALID_S = 600
+INFO_EVERY_S = 10.0
 HISTORY_LENGTH = 10
 HISTORY_LINE_CHARS = 200  # of each result's command line in /history: ten of them fit in one message
 AGAIN_PER_ROW = 5
@@ -55,7 +57,7 @@ async def press(update: Update, context: CourierContext) -> None:
     query = update.callback_query
     parsed = keyboards.parse(query.data)
     if parsed is None:
-        await query.answer()
+        await query.answer(context.t(update, "button_stale"), show_alert=True)
         return
     action, token = parsed
     if action == keyboards.KEEP:
@@ -159,7 +161,15 @@ async def keep_edit(update: Update, context: CourierContext, token: str) -> None
 
 
 async def info(update: Update, context: CourierContext, job: Job, token: str) -> None:
-    """ℹ️: the command, prompt, options and seed that made the result, with the command line to copy."""
+    """ℹ️: the command, prompt, options and seed that made the result, with the command line to copy;
+    once per ``INFO_EVERY_S`` per result (a press sooner is only answered: the message is there)."""
+    now, shown = time.monotonic(), context.bot_data.info_shown
+    for seen in [seen for seen, when in shown.items() if now - when >= INFO_EVERY_S]:
+        del shown[seen]
+    if token in shown:
+        await update.callback_query.answer(context.t(update, "info_shown"))
+        return
+    shown[token] = now
     say = functools.partial(context.t, update)
     params = job.params
     options = format_options(options_of(job)) or say("info_no_options")

@@ -36,6 +36,11 @@ class BotData:
     """The "Queued" replies on their way to Telegram, by job id, each resolving to its message id
     (None: it did not go). A job started meanwhile edits its reply rather than post a second
     status message (``TelegramSink.status``)."""
+    albums: dict[tuple[int, str], bool] = dataclasses.field(default_factory=dict)
+    """(chat id, media group id) of the latest albums, oldest first -> whether the album had its
+    command or its hint (``handlers.note_album``)."""
+    info_shown: dict[str, float] = dataclasses.field(default_factory=dict)
+    """When each result's ℹ️ last sent its message, by button token (``buttons.info``)."""
     waiting: set[int] = dataclasses.field(default_factory=set)
     """Updates whose handlers met a database outage, to be handled again (``outage``)."""
     told_waiting: set[int] = dataclasses.field(default_factory=set)
@@ -71,6 +76,10 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
         """Localized text for the user behind ``update``."""
         return i18n.text(self.language(update), key, **params)
 
+    def nt(self, update, key: str, count: int, **params) -> str:
+        """Localized plural text (``i18n.ntext``) for the user behind ``update``."""
+        return i18n.ntext(self.language(update), key, count, **params)
+
     async def submit_job(self, update, command: str, params: dict, queued: Callable[[int], str], *,
                          quota=None, part: int = 0) -> int | None:
         """Queue a job for the sender of ``update`` (at their cap they are told so, and nothing is
@@ -90,7 +99,7 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
                               profile=profile(user), reply_to_message_id=message.message_id,
                               max_active=self.settings.max_jobs_per_user,
                               update=(self.bot.id, update.update_id, part),
-                              refuse=lambda count: message.reply_text(self.t(update, "too_many_jobs", count=count)),
+                              refuse=lambda count: message.reply_text(self.nt(update, "too_many_jobs", count)),
                               quota=quota)
         if job_id is not None:
             self.application.create_task(self._announce(job_id, post_status, message.chat_id),

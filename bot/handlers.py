@@ -36,7 +36,7 @@ from . import access, admin, buttons, defaults, forget, keyboards, languages
 from .context import CourierContext
 from .options import option_lines
 from .outage import defer, tell_waiting
-from .parsing import clean_text, parse_command
+from .parsing import clean_text, echo, parse_command
 from .queueing import queue_command
 
 log = get_logger("bot")
@@ -47,6 +47,8 @@ ALLOWED_UPDATES = ("message", "callback_query")
 MENU_COMMANDS = ("help", "status", "cancel", "history", "quota", "lang", "forget", "settings")
 """Built-ins shown in everyone's Telegram menu (admin commands only in the admins', ``admin.admin_menu``)."""
 BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
+MAX_ALBUMS = 256
+"""Albums remembered (``note_album``): Telegram sends an album's items within a second or so."""
 
 
 async def gatekeeper(update: Update, context: CourierContext) -> None:
@@ -58,6 +60,7 @@ async def gatekeeper(update: Update, context: CourierContext) -> None:
     hand it on to the next groups, allowlist and bans unchecked.
     """
     try:
+        note_album(context, update.message)
         await _admit(update, context)
     except ApplicationHandlerStop:
         raise
@@ -114,6 +117,21 @@ async def _command_lines(context: CourierContext, update: Update) -> str:
                      for c in listed)
 
 
+async def _help_lines(context: CourierContext, update: Update) -> str:
+    """``/help``'s list: the model commands, then the built-ins the user may use, then (for an admin) theirs."""
+    language = context.language(update)
+
+    def lines(listed: list[tuple[str, str]]) -> str:
+        return "\n".join(context.t(update, "help_line", name=name, description=description)
+                         for name, description in listed)
+
+    groups = [await _command_lines(context, update),
+              context.t(update, "help_builtins") + "\n" + lines(command_menu([], language)[1:])]  # but /help
+    if access.is_admin(update, context):
+        groups.append(context.t(update, "help_admins") + "\n" + lines(admin.admin_menu(language)))
+    return "\n\n".join(group for group in groups if group)
+
+
 async def start(update: Update, context: CourierContext) -> None:
     """Greet the user and list the commands."""
     await update.effective_message.reply_text(context.t(
@@ -138,9 +156,9 @@ async def help_command(update: Update, context: CourierContext) -> None:
     ``/help <built-in>`` says what that one does."""
     if not context.args:
         await update.effective_message.reply_text(
-            context.t(update, "help", commands=await _command_lines(context, update)))
+            context.t(update, "help", commands=await _help_lines(context, update)))
         return
-    name = context.args[0].removeprefix("/").lower()
+    name = echo(context.args[0].removeprefix("/").lower())
     if name in BUILTIN_COMMANDS:
         await update.effective_message.reply_text(builtin_help(name, context.language(update)))
         return
@@ -175,12 +193,10 @@ async def cancel(update: Update, context: CourierContext) -> None:
     if request is not None and request.args:
         await admin.cancel_one(update, context, request.args)
         return
-    cancelled = await jobs.cancel_user_jobs(context.pool, update.effective_user.id)
-    await admin.interrupt(context, cancelled.running)
-    count = len(cancelled.queued) + len(cancelled.running)
+    count = await admin.end_cancelled(context, await jobs.cancel_user_jobs(context.pool, update.effective_user.id))
     replies = [context.t(update, "edit_cancelled")] if await buttons.cancel_edit(update, context) else []
     if count or not replies:
-        replies.append(context.t(update, "cancelled", count=count) if count else context.t(update, "nothing_to_cancel"))
+        replies.append(context.nt(update, "cancelled", count) if count else context.t(update, "nothing_to_cancel"))
     await update.effective_message.reply_text("\n".join(replies))
 
 
@@ -202,9 +218,47 @@ async def text_message(update: Update, context: CourierContext) -> None:
 
 
 async def hint(update: Update, context: CourierContext) -> None:
-    """A private message without a command (text, a photo, a sticker...): one line on what to do."""
+    """A private message without a command (text, a photo, a sticker...): one line on what to do; an
+    album gets one, and none if it carries a command (``album_answered``)."""
+    if album_answered(context, update.message):
+        return
     await update.message.reply_text(context.t(update, "hint_text") if update.message.text
                                     else context.t(update, "hint_media"))
+
+
+def note_album(context: CourierContext, message) -> None:
+    """Remember the album ``message`` is an item of (Telegram sends each as a message of its own,
+    with one ``media_group_id``) and whether it is the one with the command (``BotData.albums``).
+
+    Called before any await: an album's updates come in one batch and start in order, so the
+    command's item is noted before any captionless item of its album could get a hint.
+    """
+    if message is None or message.media_group_id is None:
+        return
+    albums, album = context.bot_data.albums, (message.chat_id, message.media_group_id)
+    if parse_command(message.caption, context.bot.username) is not None:
+        albums[album] = True
+    else:
+        albums.setdefault(album, False)
+    while len(albums) > MAX_ALBUMS:
+        del albums[next(iter(albums))]
+
+
+def album_answered(context: CourierContext, message) -> bool:
+    """Whether ``message``'s album has had its command or its hint; if not, it has it now (the hint)."""
+    if message.media_group_id is None:
+        return False
+    album = (message.chat_id, message.media_group_id)
+    if context.bot_data.albums.get(album):
+        return True
+    context.bot_data.albums[album] = True
+    return False
+
+
+async def stale_button(update: Update, context: CourierContext) -> None:
+    """A press no other handler took (the data of an older deployment, or made up): answered, so the
+    client's spinner stops."""
+    await update.callback_query.answer(context.t(update, "button_stale"), show_alert=True)
 
 
 async def on_error(update: object, context: CourierContext) -> None:
@@ -240,7 +294,7 @@ COMMAND = MESSAGES_ONLY & (filters.COMMAND | filters.CaptionRegex(r"^/"))
 
 def build_handlers() -> list[tuple[BaseHandler, int]]:
     """(handler, group) pairs: the gatekeeper first (it also reads the user's language), then
-    commands, then the hint for everything else."""
+    commands, then the hint for everything else, and the answer to a button nobody knows."""
     return [
         (TypeHandler(Update, gatekeeper), -2),
         (CommandHandler("start", start, MESSAGES_ONLY), 0),
@@ -259,4 +313,5 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
           for name, handler in admin.ADMIN_HANDLERS.items()),
         (MessageHandler(COMMAND, run_command), 0),
         (MessageHandler(MESSAGES_ONLY & ~COMMAND & (filters.TEXT | filters.ATTACHMENT), text_message), 0),
+        (CallbackQueryHandler(stale_button), 0),  # last: every press is answered
     ]

@@ -55,7 +55,8 @@ async def lang_button(update: Update, context: CourierContext) -> None:
     """A press on a language button: that language for the presser (in a group, each picks their own)."""
     query = update.callback_query
     language = i18n.language_of((query.data or "").removeprefix(BUTTON_PREFIX))
-    if language is None:  # not a button we sent (PTB also hands us presses that carry no data)
+    if language is None:  # not a button we sent, or one of a language no longer offered
+        await query.answer(context.t(update, "button_stale"), show_alert=True)
         return
     confirmation = await choose(update, context, language)
     await query.answer(confirmation)

@@ -1,8 +1,9 @@
 """Options in the command text: ``/f --seed 7 --ar 16:9 a cat --neg blurry``.
 
 An option is a word made of ``--`` (or the dash a phone's keyboard turns it into, — or –) and a
-name, anywhere in the text. It takes the next word as its value; ``--neg`` takes the text up
-to the next option. What is left, in order, is the prompt. What each option means, and its
+name, anywhere in the text. It takes the next word as its value (or what follows ``=`` in
+``--seed=7``); ``--neg`` takes the text up to the next option. A ``--`` alone is refused
+(``option_bare``), not taken for the prompt. What is left, in order, is the prompt. What each option means, and its
 checks, are in ``jobs/options.py``; this module reads and writes the text, and says what is wrong.
 """
 
@@ -14,7 +15,9 @@ from collections.abc import Callable, Iterable
 from ..jobs.options import MAX_SEED, TARGETS, OptionError, OptionSpec, check, offered
 from .parsing import is_blank, strip_blank
 
-OPTION = re.compile(r"(?:--|—|–)([A-Za-z][A-Za-z0-9_]*)")
+OPTION = re.compile(r"(?:--|—|–)([A-Za-z][A-Za-z0-9_]*)(?:=(.*))?|--", re.DOTALL)
+"""An option word: its name and the value after ``=``, if any; or "--" alone, an option without its
+name (a dash alone, — or –, is the prompt's)."""
 REST = "neg"  # the option whose value is the text up to the next option
 EXAMPLES = {"seed": "7", "ar": "16:9", "size": "1024x768", "steps": "4", "n": "2", "neg": "blurry"}
 
@@ -34,22 +37,27 @@ def words_of(text: str) -> list[tuple[int, int]]:
 
 
 def split_options(text: str) -> tuple[str, Pairs]:
-    """(prompt, [(option name, value or None), ...]) of a command's text; names lowercased."""
+    """(prompt, [(option name, value or None), ...]) of a command's text; names lowercased ("" for a bare ``--``)."""
     spans = words_of(text)
     words = [text[begin:end] for begin, end in spans]
-    is_option = [OPTION.fullmatch(word) is not None for word in words]
+    options = [OPTION.fullmatch(word) for word in words]
+    is_option = [match is not None for match in options]
     parts, pairs, start, i = [], [], 0, 0
     while i < len(words):
         if not is_option[i]:
             i += 1
             continue
         parts.append(text[start:spans[i][0]])
-        name = OPTION.fullmatch(words[i])[1].lower()
+        name, inline = (options[i][1] or "").lower(), options[i][2]  # "" for a bare "--"
         if name == REST:
             after = next((k for k in range(i + 1, len(words)) if is_option[k]), len(words))
             start = spans[after][0] if after < len(words) else len(text)
-            value = strip_blank(text[spans[i][1]:start]) or None
+            value = strip_blank((inline or "") + text[spans[i][1]:start]) or None
             i = after
+        elif inline is not None or not name:  # --name=value, or "--" alone: no next word taken
+            value = inline or None
+            i += 1
+            start = spans[i - 1][1]
         else:
             value = words[i + 1] if i + 1 < len(words) and not is_option[i + 1] else None
             i += 1 if value is None else 2

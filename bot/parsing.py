@@ -14,6 +14,8 @@ import unicodedata
 
 COMMAND_RE = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]{3,64}))?(.*)$", re.DOTALL)
 MAX_PROMPT_CHARS = 2000
+MAX_ECHO_CHARS = 64
+"""Of the user's own text quoted back in a reply (an unknown name): a reply must stay within Telegram's 4,096."""
 BLANK_LETTERS = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0")
 """Characters that show nothing although Unicode does not call them format or space characters."""
 
@@ -29,6 +31,11 @@ def clean_text(text: str | None) -> str | None:
     if text is None:
         return None
     return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cs"))
+
+
+def echo(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """``text`` to quote back to its sender: cut to ``limit`` characters, the cut shown with an ellipsis."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def profile(user) -> tuple[str | None, str | None, str | None]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import functools
 import os
 import secrets
@@ -286,7 +287,6 @@ class Dispatcher:
                 await progress.update(say("database_down_result", name=job.command))
 
         pool = Patient(self.store.pool, lambda: active.lease_until - LEASE_MARGIN_S, waiting)
-        started = time.monotonic()
         try:
             await hold.wait_turn()
             await progress.update(say("running", name=job.command) if job.attempts <= 1  # a re-run says so
@@ -299,7 +299,7 @@ class Dispatcher:
         except asyncio.CancelledError:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled
                 with contextlib.suppress(Exception):
-                    await progress.finish(say("failed", name=job.command, reason=say("interrupted")))
+                    await progress.finish(say("job_cancelled", name=job.command))
                 return False
             if active.lease_lost:
                 await self._not_ours(job, active, progress, say)
@@ -337,9 +337,10 @@ class Dispatcher:
         finally:
             lease.cancel()
         if await jobs.succeed(pool, job.id, result, worker=self.worker_id):
-            seconds = time.monotonic() - started
-            await progress.finish(say("done_unconfirmed", seconds=seconds) if result.get("unconfirmed")
-                                  else say("done", seconds=seconds))
+            seconds = (datetime.datetime.now(datetime.UTC) - job.created_at).total_seconds()  # every attempt, queue too
+            unconfirmed = len(result.get("unconfirmed") or ())
+            await progress.finish(i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=seconds)
+                                  if unconfirmed else say("done", seconds=seconds))
         return False
 
     async def _not_ours(self, job, active: ActiveJob, progress: StatusMessage, say) -> None:
@@ -349,7 +350,7 @@ class Dispatcher:
         now = await jobs.get_job(self.store.pool, job.id)
         if now is not None and now.status == "cancelled":
             with contextlib.suppress(Exception):
-                await progress.finish(say("failed", name=job.command, reason=say("interrupted")))
+                await progress.finish(say("job_cancelled", name=job.command))
 
     async def _backend_failed(self, job, client: ComfyClient, progress: StatusMessage, say, exc: ComfyError) -> None:
         """The backend died under the job (or forgot it): stop its claims if it is down, and queue

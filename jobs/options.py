@@ -144,10 +144,12 @@ WIDEST = OptionSpec(dict(LIMITS))
 
 
 def check(name: str, value: str | None, spec: OptionSpec) -> tuple[str, Any]:
-    """(target, value) of the typed option ``--name value``; OptionError if it cannot be used."""
+    """(target, value) of the typed option ``--name value`` (name "": a bare ``--``); OptionError if it cannot be used."""
+    if not name:
+        raise OptionError("option_bare")
     target = TARGETS.get(name)
     if target is None or not spec.offers(target):
-        raise OptionError("option_unknown", name=name)
+        raise OptionError("option_unknown", name=_shown(name))
     if value is None:
         raise OptionError("option_no_value", name=name)
     if name == "neg":

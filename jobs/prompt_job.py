@@ -11,7 +11,7 @@ from ..store import buttons, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from . import upscale
 from .comfy_client import ComfyClient, PromptResult
-from .ports import ChatError, InputUnavailable, UploadTooLarge
+from .ports import ChatBlocked, ChatError, DeliveryFailed, InputUnavailable, UploadTooLarge
 from .runner import JobError, JobRun, send_each_once
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
@@ -59,14 +59,23 @@ async def run(run: JobRun) -> dict:
 
 async def deliver(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
     """Send the job's files: still images that fit as albums (``ALBUM_MAX`` each), the rest one by one;
-    a record per file, in order (None where nobody knows whether it went)."""
+    a record per file, in order (None where nobody knows whether it went).
+
+    :raises JobError: a file (or album) did not go, for sure; the message names it and Telegram's reason.
+    """
     limit = upload_limit(run)
     stills = [i for i, file in enumerate(files) if len(file.data) <= limit and imaging.is_still(file.filename)]
     albums = [stills[i:i + ALBUM_MAX] for i in range(0, len(stills), ALBUM_MAX)] if len(stills) > 1 else []
     alone = set(range(len(files))).difference(*albums)
     records: dict[int, dict | None] = {}
     for group in [*albums, *([i] for i in sorted(alone))]:
-        records.update(zip(group, await deliver_once(run, [files[i] for i in group])))
+        try:
+            records.update(zip(group, await deliver_once(run, [files[i] for i in group])))
+        except ChatBlocked:
+            raise
+        except DeliveryFailed as exc:  # refused, or still failing after the retries: say which and why
+            names = ", ".join(files[i].filename for i in group)
+            raise JobError(run.say("delivery_failed", files=names, reason=str(exc))) from exc
     return [records[i] for i in range(len(files))]
 
 

@@ -71,6 +71,35 @@ def test_a_placeholder_text_cannot_be_given_is_caught(locales):
           for language in i18n.LANGUAGES[1:])]
 
 
+@pytest.mark.parametrize(("language", "forms", "shown"), [
+    ("en", [1, 2, 21], ["Cancelled 1 job.", "Cancelled 2 jobs.", "Cancelled 21 jobs."]),
+    ("de", [1, 4], ["1 Auftrag abgebrochen.", "4 Aufträge abgebrochen."]),
+    ("ru", [1, 3, 5, 11, 21, 22, 25], ["Отменена 1 задача.", "Отменены 3 задачи.", "Отменено 5 задач.",
+                                       "Отменено 11 задач.", "Отменена 21 задача.", "Отменены 22 задачи.",
+                                       "Отменено 25 задач."]),
+    ("ja", [1, 7], ["1 件のジョブをキャンセルしました。", "7 件のジョブをキャンセルしました。"]),
+])
+def test_counts_take_their_language_s_plural_form(language, forms, shown):
+    assert [i18n.ntext(language, "cancelled", count) for count in forms] == shown
+
+
+def test_a_plural_message_lacking_a_form_of_its_language_is_untranslated(locales):
+    catalog = catalogs.read_catalog("ru", locales)
+    catalog["cancelled"].string = ("Отменена {count} задача.", "Отменены {count} задачи.")  # Russian has 3
+    catalogs.write_catalog(catalog, "ru", locales)
+    assert catalogs.problems(locales) == ["ru: no translation of cancelled"]
+    assert i18n.read_messages("ru", locales).get("cancelled") is None  # English stands in at runtime
+
+
+def test_a_count_asked_of_a_message_without_plural_forms_is_caught_and_the_other_way_round(locales):
+    plural = set(catalogs.used_ids(plural=True))
+    assert {"cancelled", "too_many_jobs", "done_unconfirmed"} <= plural
+    assert catalogs.problems(locales, plural=plural - {"cancelled"} | {"queued"}) == [
+        line for language in i18n.LANGUAGES
+        for line in (f"{language}: cancelled has plural forms, but the code uses text()",
+                     f"{language}: queued has no plural forms, but the code asks for it with a count (ntext)")]
+
+
 def test_a_key_the_code_uses_but_no_catalog_has_is_caught():
     used = set(catalogs.used_ids()) | {"brand_new_key"}
     assert catalogs.problems(used=used) == [f"{language}: no translation of brand_new_key"

@@ -116,13 +116,13 @@ async def test_bans_by_username_and_id_turn_the_user_away_until_unbanned(
         await reply(botapi_bot, i18n.text("de", "admin_only", name="ban"))
 
         botapi_bot.inject_text(ADMIN, "/ban @Uta_User")
-        await reply(botapi_bot, en("ban_done", user_id=USER, count=0))
+        await reply(botapi_bot, i18n.ntext("en", "ban_done", 0, user_id=USER))
         botapi_bot.inject_text(USER, "/demo hallo")
         await reply(botapi_bot, i18n.text("de", "banned"))
         assert await fetch(courier, "SELECT 1 FROM courier_jobs") == []
 
         botapi_bot.inject_text(ADMIN, f"/ban {OTHER}")  # an id nobody has seen yet
-        await reply(botapi_bot, en("ban_done", user_id=OTHER, count=0))
+        await reply(botapi_bot, i18n.ntext("en", "ban_done", 0, user_id=OTHER))
         botapi_bot.inject_text(OTHER, "/status")
         await reply(botapi_bot, en("banned"))
         botapi_bot.inject_text(ADMIN, f"/ban {ADMIN}")

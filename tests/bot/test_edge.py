@@ -271,7 +271,13 @@ async def test_a_failing_handler_answers_with_an_incident_id_logged_once(courier
 
 async def test_a_job_failing_unexpectedly_names_an_incident_logged_once(courier, botapi_bot, caplog):
     caplog.set_level(logging.INFO)
-    botapi_bot.fail("sendDocument", status=400, description="Bad Request: wrong type of the web page content")
+    async with courier.store.pool.acquire() as conn:  # recording a delivery fails: no case the dispatcher knows
+        await conn.execute("""
+            CREATE FUNCTION refuse_deliveries() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'no deliveries today'; END $$;
+            CREATE TRIGGER refuse_deliveries BEFORE INSERT ON courier_deliveries
+                FOR EACH ROW EXECUTE FUNCTION refuse_deliveries();
+        """)
     botapi_bot.inject_text(USER, "/demo anything")
     text = await final_status(botapi_bot, "/demo failed")
     incident = re.search(r"incident ([0-9a-f]{8})\b", text).group(1)

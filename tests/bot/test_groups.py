@@ -94,7 +94,7 @@ async def test_cancel_forget_settings_and_lang_act_for_the_sender_only(held, bot
     await reply(botapi_bot, anna_job)
     await reply(botapi_bot, boris_job)
     cancel = say(GROUP, BORIS, f"/cancel@{name}")
-    assert (await reply(botapi_bot, cancel)).params["text"] == en("cancelled", count=1)
+    assert (await reply(botapi_bot, cancel)).params["text"] == i18n.ntext("en", "cancelled", 1)
     by_user = {row["user_id"]: row["status"] for row in await job_rows(held.store.pool)}
     assert by_user == {ANNA: by_user[ANNA], BORIS: "cancelled"} and by_user[ANNA] in ("queued", "running")
 
@@ -115,7 +115,7 @@ async def test_cancel_forget_settings_and_lang_act_for_the_sender_only(held, bot
         i18n.text("de", "lang_set")
     assert (await reply(botapi_bot, say(GROUP, BORIS, "/status"))).params["text"] == en("status_none")
     assert (await reply(botapi_bot, say(GROUP, ANNA, "/cancel"))).params["text"] == \
-        i18n.text("de", "cancelled", count=1)
+        i18n.ntext("de", "cancelled", 1)
 
     chatter = say(GROUP, ANNA, "thanks!", reply_to=confirmation.result["message_id"])  # reaches the bot, no command
     other_bot = say(GROUP, BORIS, "/status@another_bot")  # never reaches it

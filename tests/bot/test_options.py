@@ -32,7 +32,10 @@ def say_in(language):
     ("—seed 7 –n 2 x", "x", [("seed", "7"), ("n", "2")]),  # the dashes a phone makes of --
     ("--SEED 7 x", "x", [("seed", "7")]),
     ("line one\nline two --seed 1", "line one\nline two", [("seed", "1")]),
-    ("a -- b --- c -5 --9", "a -- b --- c -5 --9", []),  # dashes that make no option stay in the prompt
+    ("a — b --- c -5 --9", "a — b --- c -5 --9", []),  # dashes that make no option stay in the prompt
+    ("a -- b", "a b", [("", None)]),  # but "--" alone is an option without its name (refused)
+    ("--seed=7 x --ar=16:9", "x", [("seed", "7"), ("ar", "16:9")]),
+    ("--neg=blurry dark --seed= x", "x", [("neg", "blurry dark"), ("seed", None)]),
     ("--seed -5 x", "x", [("seed", "-5")]),
 ])
 def test_options_are_read_anywhere_in_the_text(text, prompt, pairs):

@@ -225,9 +225,10 @@ def catalog_patterns() -> list[tuple[int, str, re.Pattern]]:
     """Every message of every language as (its fixed text's length, key, pattern with {fields} matching anything)."""
     patterns = set()
     for language in i18n.LANGUAGES:
-        for key, template in i18n.catalog(language).items():
-            parts = re.split(r"\{[^{}]*\}", template)
-            patterns.add((len("".join(parts)), key, "(?:.|\n)*".join(map(re.escape, parts))))
+        for key, message in i18n.catalog(language).items():
+            for template in message.forms if isinstance(message, i18n.Plural) else (message,):
+                parts = re.split(r"\{[^{}]*\}", template)
+                patterns.add((len("".join(parts)), key, "(?:.|\n)*".join(map(re.escape, parts))))
     return [(fixed, key, re.compile(pattern)) for fixed, key, pattern in sorted(patterns, reverse=True)]
 
 

@@ -77,7 +77,8 @@ async def test_a_preview_that_never_goes_does_not_fail_the_delivered_file(courie
 async def test_a_lost_answer_is_delivered_unconfirmed_never_failed_nor_sent_twice(courier, botapi_bot):
     botapi_bot.hang("sendDocument", perform=True)  # Telegram sends it; the answer never comes
     botapi_bot.inject_text(USER, "/busy a fox")
-    unconfirmed = i18n.text("en", "done_unconfirmed", seconds=0).split(". ", 1)[1]
+    unconfirmed = i18n.ntext("en", "done_unconfirmed", 1, seconds=0).split(". ", 1)[1]
+    assert unconfirmed.startswith("1 file went out, but Telegram did not confirm it arrived, so it may be missing")
     await to_chat(USER, "editMessageText", botapi_bot, unconfirmed)
     [row] = await job_rows(courier)
     assert row["status"] == "succeeded"
@@ -113,7 +114,7 @@ async def test_a_job_cancelled_by_another_process_stops_and_sends_nothing(courie
         await conn.execute("UPDATE courier_jobs SET status = 'cancelled', finished_at = now(), lease_until = NULL "
                            "WHERE id = $1", row["id"])
     await eventually(lambda: off_comfyui(comfyui.url), "the prompt stopped on ComfyUI (after its running node)", timeout=60)
-    await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "interrupted"))
+    await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "job_cancelled", name="slow"))
     assert not sent(botapi_bot, "sendDocument")
     assert [row["status"] for row in await job_rows(courier)] == ["cancelled"]
 

@@ -63,7 +63,7 @@ async def test_the_concurrent_cap_and_the_quotas_hold_under_a_burst(botapi, bota
                                COURIER_ALLOWED_USERS=f"{MALLORY},{QUOTA_USER},{DAY_USER}",
                                COURIER_MAX_JOBS_PER_USER="3", COURIER_QUOTA_HOUR="4",
                                COURIER_QUOTA_DAY="6") as courier:
-        assert await burst(botapi, botapi_bot, courier, MALLORY, en("too_many_jobs", count=3)) == 3
+        assert await burst(botapi, botapi_bot, courier, MALLORY, i18n.ntext("en", "too_many_jobs", 3)) == 3
 
     async with running_courier(botapi, botapi_bot, pg_database, fake.url, tmp_path, COURIER_ADMIN_USERS=str(ADMIN),
                                COURIER_ALLOWED_USERS=f"{MALLORY},{QUOTA_USER},{DAY_USER}",

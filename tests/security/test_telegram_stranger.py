@@ -146,7 +146,7 @@ async def test_allow_lets_a_user_in_and_disallow_takes_them_out_with_their_jobs(
         await until(lambda: fetch(courier, "SELECT 1 FROM courier_jobs WHERE user_id = $1", FRIEND), 15, "a job")
 
         botapi_bot.inject_text(ADMIN, f"/disallow {FRIEND}")
-        await said(botapi, botapi_bot, ADMIN, en("disallow_done", user_id=FRIEND, count=1))
+        await said(botapi, botapi_bot, ADMIN, i18n.ntext("en", "disallow_done", 1, user_id=FRIEND))
         assert [r["status"] for r in await fetch(courier, "SELECT status FROM courier_jobs")] == ["cancelled"]
         botapi_bot.inject_text(FRIEND, "/demo again")
         await said(botapi, botapi_bot, FRIEND, en("not_allowed", user_id=FRIEND), times=2)
