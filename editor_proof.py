@@ -173,7 +173,8 @@ class EditorGate:
         if not self._token:
             return "COURIER_ADMIN_TOKEN is not set, so no editor can prove itself"
         if proof is None:
-            return "the prompt carries no proof of the editor (queue it from the editor with the admin token set in the Courier panel)"
+            return ("the prompt carries no proof of the editor "
+                    "(queue it from the editor with the admin token set in the Courier panel)")
         if not (isinstance(proof, dict) and isinstance(proof.get("ts"), int) and not isinstance(proof["ts"], bool)
                 and isinstance(proof.get("nonce"), str) and 16 <= len(proof["nonce"]) <= 64
                 and isinstance(proof.get("mac"), str)):

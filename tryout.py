@@ -180,8 +180,8 @@ def courier_environment(api_url: str, token: str, data_dir: Path) -> dict[str, s
         else:
             env[field.metadata["env"]] = str(default)
     env.update(TELEGRAM_BOT_TOKEN=token, COURIER_TELEGRAM_API_URL=api_url, COURIER_DATA_DIR=str(data_dir),
-               COURIER_PROGRESS_INTERVAL_S="1", COURIER_ALLOWED_USERS="*", COURIER_ADMIN_TOKEN=secrets.token_urlsafe(32),
-               PYTHONUNBUFFERED="1")
+               COURIER_PROGRESS_INTERVAL_S="1", COURIER_ALLOWED_USERS="*",
+               COURIER_ADMIN_TOKEN=secrets.token_urlsafe(32), PYTHONUNBUFFERED="1")
     return env
 
 
@@ -310,10 +310,8 @@ async def stop_comfyui(comfyui: subprocess.Popen, data_dir: Path) -> None:
 
     with contextlib.suppress(ProcessLookupError):
         os.killpg(comfyui.pid, signal.SIGINT)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         await asyncio.to_thread(comfyui.wait, STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pass
     with contextlib.suppress(ProcessLookupError):
         os.killpg(comfyui.pid, signal.SIGKILL)  # and whatever it left in its group
     await asyncio.to_thread(comfyui.wait)

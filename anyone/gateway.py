@@ -368,7 +368,7 @@ def route(method: str, raw_path: str) -> Rule | None:
     for route_method, pattern, rule in ROUTES:
         parts = pattern[1:].split("/")
         if route_method == method and len(parts) == len(segments) and all(
-                p == "{}" or p == s for p, s in zip(parts, segments)):
+                p == "{}" or p == s for p, s in zip(parts, segments, strict=True)):
             return rule
     return None
 
@@ -413,10 +413,9 @@ async def _forward(request: web.Request) -> web.StreamResponse:
         headers.popall("Accept-Encoding", None)  # a reply we rewrite comes as plain JSON
     if request.headers.get("Upgrade", "").lower() == "websocket":
         return await _websocket(request, url, headers, caller)
-    if forward.body is not None:
-        data = forward.body
-    else:
-        data = request.content if request.body_exists else None
+    data = forward.body
+    if data is None and request.body_exists:
+        data = request.content
     try:
         upstream = await request.app[SESSION].request(request.method, url, headers=headers, allow_redirects=False,
                                                       data=data)

@@ -49,8 +49,8 @@ def load_test_network(path: Path) -> Options:
     except FileNotFoundError:
         return []
     options: Options = []
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
+    for number, raw_line in enumerate(text.splitlines(), 1):
+        line = raw_line.strip()
         if not line or line.startswith("#"):
             continue
         key, _, value = line.partition(" ")

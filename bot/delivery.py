@@ -58,8 +58,10 @@ async def deliver_album(bot: Bot, chat_id: int, reply_to: int | None, files: lis
     documents = await send(lambda: bot.send_media_group(
         chat_id, [InputMediaDocument(data, filename=name, disable_content_type_detection=True)
                   for name, data in files], **reply_args(reply_to)), f"album of {len(files)} files")
-    records = [_image_record(message, name, [message.message_id]) for message, (name, _) in zip(documents, files)]
-    shown = [(record, name, data) for record, (name, data) in zip(records, files) if len(data) <= PREVIEW_MAX_BYTES]
+    records = [_image_record(message, name, [message.message_id])
+               for message, (name, _) in zip(documents, files, strict=True)]
+    shown = [(record, name, data) for record, (name, data) in zip(records, files, strict=True)
+             if len(data) <= PREVIEW_MAX_BYTES]
     if len(shown) == 1:
         record, name, data = shown[0]
         await _also(record["message_ids"], lambda: bot.send_photo(
@@ -72,7 +74,8 @@ async def deliver_album(bot: Bot, chat_id: int, reply_to: int | None, files: lis
         except ChatError as exc:
             log.info("previews of an album skipped: %s", exc)
         else:
-            for (record, _, _), photo in zip(shown, photos):
+            # best effort, like the previews themselves: a short answer leaves the rest without a photo id
+            for (record, _, _), photo in zip(shown, photos, strict=False):
                 record["message_ids"].append(photo.message_id)
     return records
 

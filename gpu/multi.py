@@ -103,8 +103,8 @@ class Plan:
 def parse_gpus(text: str) -> list[int]:
     """``"0,1"`` -> [0, 1]; PlanError for anything but distinct non-negative integers."""
     gpus = []
-    for part in text.split(","):
-        part = part.strip()
+    for raw in text.split(","):
+        part = raw.strip()
         if not part.isascii() or not part.isdigit():
             raise PlanError(f"--gpus takes CUDA device numbers separated by commas, not {part!r}")
         if int(part) in gpus:

@@ -72,7 +72,7 @@ async def send_each_once(run: JobRun, outputs: list[str],
             await deliveries.drop(run.pool, job.id, outputs[i])
         raise
     records = [before.record if before is not None else None for before in earlier]
-    for i, record in zip(fresh, sent):
+    for i, record in zip(fresh, sent, strict=True):
         if record is not None:
             await deliveries.complete(run.pool, job.id, outputs[i], record)
         records[i] = record

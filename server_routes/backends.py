@@ -101,7 +101,9 @@ def _entry(url: str, reachable: bool | None, error: str | None) -> dict:
     host = urlsplit(url).hostname or ""
     if host.endswith(".anon"):
         kind = "anon"
+    elif is_loopback_host(host):
+        kind = "loopback"
     else:
-        kind = "loopback" if is_loopback_host(host) else "remote"
+        kind = "remote"
     return {"url": shown_url(url), "kind": kind, "reachable": reachable, "comfyui_version": None, "devices": [],
             "error": shown_error(url, error)}

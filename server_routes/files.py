@@ -53,8 +53,8 @@ async def delete_files(request: web.Request) -> web.Response:
     except ImportError:
         raise ApiError(503, "no_comfyui", "this Courier does not run inside ComfyUI: it keeps no files") from None
     counts = {"deleted": 0, "missing": 0, "refused": 0, "failed": 0}
-    for item in body["files"]:
-        item = item if isinstance(item, dict) else {}
+    for listed in body["files"]:
+        item = listed if isinstance(listed, dict) else {}
         root = folder_paths.get_directory_by_type(item.get("type")) if item.get("type") in FOLDER_TYPES else None
         path = courier_file(Path(root), item.get("subfolder"), item.get("filename")) if root else None
         if path is None:

@@ -26,9 +26,9 @@ def photo_sizes(data: bytes) -> list[tuple[int, int, bytes]]:
         raise bad_request(f"file of size {len(data)} bytes is too big for a photo; "
                           f"the maximum size is {MAX_PHOTO} bytes")
     try:
-        with Image.open(io.BytesIO(data)) as image:
-            image.load()
-            image = image.convert("RGB")
+        with Image.open(io.BytesIO(data)) as opened:
+            opened.load()
+            image = opened.convert("RGB")
     except (UnidentifiedImageError, OSError, ValueError):
         raise bad_request("IMAGE_PROCESS_FAILED") from None
     width, height = image.size
