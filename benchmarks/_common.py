@@ -131,10 +131,8 @@ def settle(server, timeout: float) -> tuple[float | None, str]:
     deadline = time.monotonic() + timeout
     state = "unknown"
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(AssertionError, OSError, KeyError, ValueError):
             state = server.get_json("/courier/health", timeout=2)["components"]["database"]["state"]
-        except (AssertionError, OSError, KeyError, ValueError):
-            pass
         if state in ("ok", "error"):
             return time.monotonic() - server.started_at, state
         time.sleep(0.05)

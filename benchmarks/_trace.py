@@ -92,10 +92,11 @@ class Trace:
         """(step, what happened, median ms since the step before, p99 of it) over the jobs of ``path``
         that passed every step."""
         names = ["injected"] + [name for name, _ in STEPS]
-        complete = [job for job, on in zip(self.jobs, self.paths)
+        complete = [job for job, on in zip(self.jobs, self.paths, strict=True)
                     if on == path and all(name in job for name in names)]
         found = []
-        for (name, what), previous in zip(STEPS, names) if complete else ():
+        # names is one longer than STEPS: each step pairs with the name before it, the last name with none
+        for (name, what), previous in zip(STEPS, names, strict=False) if complete else ():
             times = sorted((job[name] - job[previous]) * 1000 for job in complete)
             found.append((name, what, statistics.median(times), times[round(0.99 * (len(times) - 1))]))
         return found

@@ -74,7 +74,7 @@ async def stamps(client, prompt_ids) -> list[tuple[int, int, str]]:
 
 def ratio(through: list[float], alone: list[float]) -> float:
     """The median over rounds of through ÷ alone."""
-    return statistics.median(ours / theirs for ours, theirs in zip(through, alone))
+    return statistics.median(ours / theirs for ours, theirs in zip(through, alone, strict=True))
 
 
 def busy(spans, started: float, ended: float) -> float:

@@ -64,9 +64,9 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline, trace: T
                     c.result.get("reply_to_message", {}).get("message_id") == m["message_id"]))
                 sent = document.received_at  # not when this task got the loop back
                 trace.mark("document", at=sent)
-                await emulator.wait_for(lambda: sum(
+                await emulator.wait_for(lambda before=done_before: sum(
                     c.method == "editMessageText" and c.params["text"].startswith("Done")
-                    for c in bot.outbox) > done_before, timeout=60)
+                    for c in bot.outbox) > before, timeout=60)
                 finished = await jobs.list_queue(courier.store.pool, user_id=user)
                 assert not finished, finished
                 async with courier.store.pool.acquire() as conn:

@@ -68,7 +68,8 @@ class CpuMeter:
 
     def since_start(self) -> dict[str, float]:
         now = self.read()
-        return dict(zip(("bot", "wait", "postgres", "emulator"), (b - a for a, b in zip(self.start, now))))
+        return dict(zip(("bot", "wait", "postgres", "emulator"),
+                        (b - a for a, b in zip(self.start, now, strict=True)), strict=True))
 
     @staticmethod
     def _ticks(pid: int | str) -> tuple[int, int, int]:
