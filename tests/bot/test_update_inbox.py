@@ -135,7 +135,7 @@ async def test_a_flood_waits_at_telegram_and_every_update_is_marked_handled(bota
     config = settings(botapi, botapi_bot, pg_database, COURIER_MAX_JOBS_PER_USER=str(flood))
     blocker = await asyncpg.connect(pg_database)
     try:
-        async with started(Courier(config, Path(tmp_path), None)) as courier:
+        async with started(Courier(config, Path(tmp_path), None)):
             lock = blocker.transaction()
             await lock.start()
             await blocker.execute("LOCK TABLE courier_updates IN EXCLUSIVE MODE")  # every job's commit waits

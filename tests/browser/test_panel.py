@@ -66,7 +66,8 @@ async def comfyui_with_everything(comfyui_factory, anyone_privnet, anon_binary, 
     server = comfyui_factory(start=False, env={
         "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
         "COURIER_DATABASE_URL": pg_database, "COURIER_ADMIN_TOKEN": TOKEN, "COURIER_PROGRESS_INTERVAL_S": "0",
-        "COURIER_ALLOWED_USERS": "*", "COURIER_ANYONE": "1", "COURIER_ANYONE_AGREE_TO_TERMS": "1", "COURIER_ANON_BINARY": str(anon_binary)})
+        "COURIER_ALLOWED_USERS": "*", "COURIER_ANYONE": "1", "COURIER_ANYONE_AGREE_TO_TERMS": "1",
+        "COURIER_ANON_BINARY": str(anon_binary)})
     server.prepare()
     anyone_privnet.write_test_network(server.user_directory / "courier")
     await asyncio.to_thread(server.start)  # off the loop: the emulator must answer the booting bot

@@ -46,8 +46,8 @@ async def test_a_backend_no_host_serves_is_marked_down_takes_no_bench_and_backen
         assert "10.0.0.7:8188: " + i18n.text("en", "backend_ready") in listing.params["text"]
 
         botapi_bot.inject_text(ADMIN, f"/bench demo 1 @{gone}")
-        refused = await botapi_bot.wait_for_call("sendMessage", timeout=15,
-                                                 where=lambda call: f"#{gone} ({GONE})" in (call.params.get("text") or ""))
+        refused = await botapi_bot.wait_for_call(
+            "sendMessage", timeout=15, where=lambda call: f"#{gone} ({GONE})" in (call.params.get("text") or ""))
         assert refused.params["text"] == i18n.text("en", "bench_backend_off", id=gone, url=GONE, state=stale)
         async with pool.acquire() as conn:
             assert await conn.fetchval("SELECT count(*) FROM courier_jobs") == 0

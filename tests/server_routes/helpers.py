@@ -50,7 +50,7 @@ async def serve_routes(make_courier):
     """Serve the routes; ``make_courier(url)`` builds the Courier once our URL is known."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    url = "http://127.0.0.1:%d" % sock.getsockname()[1]
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     app = web.Application()
     app[COURIER] = courier = make_courier(url)
     for table in ROUTE_TABLES:

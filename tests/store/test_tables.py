@@ -67,7 +67,8 @@ async def test_database_errors_are_store_errors_with_the_cause(store):
 
 
 async def test_backends_are_registered_once_and_keep_their_state(store):
-    local, remote = await backends.register_backends(store.pool, ["http://127.0.0.1:8188", "http://" + "a" * 56 + ".anon"])
+    local, remote = await backends.register_backends(
+        store.pool, ["http://127.0.0.1:8188", "http://" + "a" * 56 + ".anon"])
     assert (local.capacity, local.healthy, local.draining, local.models, local.checked_at) == (1, True, False, [], None)
     await backends.set_backend(store.pool, remote.id, draining=True, capacity=3)
     assert not await backends.record_check(store.pool, remote.url, error="SOCKS timeout")  # down: no recovery
