@@ -6,11 +6,21 @@ routes and a cleanup context on the aiohttp app; services start with the app.
 """
 
 from ._version import __version__
-from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
 
 WEB_DIRECTORY = "./js"
 
-__all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS", "WEB_DIRECTORY", "__version__"]
+__all__ = ["WEB_DIRECTORY", "__version__", "comfy_entrypoint"]
+
+
+async def comfy_entrypoint():
+    """Our nodes, for ComfyUI's v3 loader (which skips this where a NODE_CLASS_MAPPINGS is exported).
+
+    The node modules import ``comfy_api`` (and with it torch), so nothing imports them before ComfyUI
+    calls this: the pack stays importable outside ComfyUI (``python <pack> run``).
+    """
+    from .nodes.extension import CourierExtension
+
+    return CourierExtension()
 
 
 def _attach_to_comfyui() -> None:

@@ -14,9 +14,7 @@ max_value  # unused variable (gpu/recorder.py:82)
 _.finish_handler  # unused method (gpu/recorder.py:86)
 _.reset  # unused method (gpu/recorder.py:95)
 
-# ComfyUI calls a V1 node's FUNCTION by name and passes every declared input.
-_.assign  # FUNCTION (nodes/device_assign.py)
-_.receive  # FUNCTION (nodes/telegram_input.py)
+# ComfyUI passes every declared input to a node's execute.
 require_image  # an input the bot reads from the graph (nodes/telegram_input.py)
 
 # ComfyUI modules and PromptServer stubbed for bench_node's in-process executor (read by ComfyUI).

@@ -12,6 +12,9 @@ import logging
 import socket
 import time
 
+from comfy_api.latest import io
+from comfy_execution.graph_utils import ExecutionBlocker
+
 from ..gpu import devices, machine, report, session, storage
 from ..gpu.recorder import RunRecorder, RunResult
 from ..gpu.runs import build_run
@@ -19,48 +22,45 @@ from ..gpu.runs import build_run
 log = logging.getLogger("courier")
 
 
-class Benchmark:
+class Benchmark(io.ComfyNode):
     NODE_ID = "CourierBenchmark"
-    DISPLAY_NAME = "Benchmark (Courier)"
-    CATEGORY = "Courier/GPU"
-    DESCRIPTION = (
-        "Measures this workflow: queue it once and it runs warm-up + repeats times (the first run is "
-        "this one), then once more to report. It has no inputs, so it starts first in each run; "
-        "connect report and chart to display nodes. Per-node times, sampler it/s and peak memory "
-        "are recorded; the report is stored in Courier's database.")
-    RETURN_TYPES = ("STRING", "IMAGE")
-    RETURN_NAMES = ("report", "chart")
-    FUNCTION = "measure"
-    OUTPUT_NODE = True
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {
-            "required": {
-                "repeats": ("INT", {"default": 5, "min": 1, "max": 100,
-                                    "tooltip": "Measured runs"}),
-                "warmup": ("INT", {"default": 1, "min": 0, "max": 10,
-                                   "tooltip": "Runs before the measured ones (models load, caches fill)"}),
-            },
-            "optional": {
-                "workflow_name": ("STRING", {"default": "",
-                                             "tooltip": "Name in comparisons; empty = derived from the graph"}),
-                "host": ("STRING", {"default": "", "tooltip": "Machine name in comparisons; empty = hostname"}),
-                "save": ("BOOLEAN", {"default": True, "tooltip": "Store the result in Courier's database"}),
-            },
-            "hidden": {"prompt": "PROMPT", "unique_id": "UNIQUE_ID", "extra_pnginfo": "EXTRA_PNGINFO"},
-        }
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id=cls.NODE_ID,
+            display_name="Benchmark (Courier)",
+            category="Courier/GPU",
+            description=(
+                "Measures this workflow: queue it once and it runs warm-up + repeats times (the first run is "
+                "this one), then once more to report. It has no inputs, so it starts first in each run; "
+                "connect report and chart to display nodes. Per-node times, sampler it/s and peak memory "
+                "are recorded; the report is stored in Courier's database."),
+            inputs=[  # names and order are fixed: saved editor graphs store widget values by position
+                io.Int.Input("repeats", default=5, min=1, max=100, tooltip="Measured runs"),
+                io.Int.Input("warmup", default=1, min=0, max=10,
+                             tooltip="Runs before the measured ones (models load, caches fill)"),
+                io.String.Input("workflow_name", optional=True, default="",
+                                tooltip="Name in comparisons; empty = derived from the graph"),
+                io.String.Input("host", optional=True, default="",
+                                tooltip="Machine name in comparisons; empty = hostname"),
+                io.Boolean.Input("save", optional=True, default=True,
+                                 tooltip="Store the result in Courier's database"),
+            ],
+            outputs=[io.String.Output(display_name="report"), io.Image.Output(display_name="chart")],
+            hidden=[io.Hidden.prompt, io.Hidden.unique_id, io.Hidden.extra_pnginfo],
+            is_output_node=True,
+        )
 
     @classmethod
-    def IS_CHANGED(cls, **kwargs):
+    def fingerprint_inputs(cls, **kwargs):
         return float("nan")  # every queue is a new measurement, never a cached one
 
-    async def measure(self, repeats, warmup, workflow_name="", host="", save=True,
-                      prompt=None, unique_id=None, extra_pnginfo=None):
-        if sum(node.get("class_type") == self.NODE_ID for node in prompt.values()) > 1:
+    @classmethod
+    async def execute(cls, repeats, warmup, workflow_name="", host="", save=True) -> io.NodeOutput:
+        prompt, unique_id = cls.hidden.prompt, cls.hidden.unique_id
+        if sum(node.get("class_type") == cls.NODE_ID for node in prompt.values()) > 1:
             raise ValueError("one Benchmark node per workflow: each would queue its own runs")
-        from comfy_execution.graph_utils import ExecutionBlocker
-
         queued_copy = session.run_of(prompt, unique_id)
         if queued_copy is None:
             bench = session.open_session(
@@ -76,14 +76,14 @@ class Benchmark:
         _show_progress(unique_id, run, bench.total_runs)
         if run == bench.report_run:
             session.close_session(bench.id)
-            return await _finish(bench)
+            return io.NodeOutput(*await _finish(bench))
         result = await _measure_run(unique_id, prompt)
         bench.runs[run] = result
         log.info("Courier benchmark %s: run %d/%d %.3f s%s", bench.id, run + 1, bench.total_runs,
                  result.total_s, " (warm-up)" if bench.is_warmup(run) else "")
         if queued_copy is None:
-            await _queue_runs(prompt, unique_id, bench, extra_pnginfo)
-        return (ExecutionBlocker(None), ExecutionBlocker(None))  # the report run outputs
+            await _queue_runs(prompt, unique_id, bench, cls.hidden.extra_pnginfo)
+        return io.NodeOutput(ExecutionBlocker(None), ExecutionBlocker(None))  # the report run outputs
 
 
 def _show_progress(node_id: str, run: int, total: int) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import torch
+from comfy_api.latest import io
+
 from .. import imaging
 from ..jobs.options import (
     DEFAULT_DECLARATION,
@@ -16,62 +19,70 @@ from ..jobs.options import (
 MAX_BATCH = 64
 
 
-class TelegramInput:
+class TelegramInput(io.ComfyNode):
     NODE_ID = "CourierTelegramInput"
-    DISPLAY_NAME = "Telegram Input (Courier)"
-    CATEGORY = "Courier/Telegram"
-    DESCRIPTION = ("Receives the prompt, image, seed and options of a Telegram command. In the editor the "
-                   "defaults below are used; without an image it outputs a card showing the prompt.")
-    RETURN_TYPES = ("STRING", "IMAGE", "MASK", "INT", "INT", "INT", "STRING", "STRING", "INT", "STRING", "INT")
-    RETURN_NAMES = ("prompt", "image", "mask", "seed", "width", "height", "chat_id", "user_id",
-                    "steps", "negative", "batch")  # new outputs go last: published graphs link by index
-    FUNCTION = "receive"
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {
-            "required": {
-                "command": ("STRING", {"default": "mycmd", "tooltip": "Bot command name (without /)"}),
-                "prompt": ("STRING", {"default": "an astronaut riding a horse", "multiline": True}),
-                "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True}),
-                "width": ("INT", {"default": DEFAULT_SIZE, "min": SIZE_LIMITS[0], "max": SIZE_LIMITS[1], "step": 8}),
-                "height": ("INT", {"default": DEFAULT_SIZE, "min": SIZE_LIMITS[0], "max": SIZE_LIMITS[1], "step": 8}),
-            },
-            "optional": {
-                "image": ("STRING", {"default": "", "tooltip": "Uploaded input image name; set by the bot"}),
-                "require_image": ("BOOLEAN", {"default": False,
-                                              "tooltip": "The command edits the user's picture (reply, caption or last result)"}),
-                "chat_id": ("STRING", {"default": ""}),
-                "user_id": ("STRING", {"default": ""}),
-                "steps": ("INT", {"default": DEFAULT_STEPS, "min": STEPS_LIMITS[0], "max": STEPS_LIMITS[1],
-                                  "tooltip": "Sampling steps; the bot's --steps sets it"}),
-                "negative": ("STRING", {"default": "", "multiline": True,
-                                        "tooltip": "Negative prompt; the bot's --neg sets it"}),
-                "batch": ("INT", {"default": 1, "min": 1, "max": MAX_BATCH,
-                                  "tooltip": "Batch size; the bot's --n sets it where the graph takes it"}),
-                "options": ("STRING", {"default": DEFAULT_DECLARATION,
-                                       "tooltip": "Options users may type, with their ranges, e.g. "
-                                                  "'size=256-2048 steps=1-50 n=4 neg'. One is offered only "
-                                                  "where its output (width/height, steps, negative) is wired"}),
-            },
-        }
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id=cls.NODE_ID,
+            display_name="Telegram Input (Courier)",
+            category="Courier/Telegram",
+            description=("Receives the prompt, image, seed and options of a Telegram command. In the editor the "
+                         "defaults below are used; without an image it outputs a card showing the prompt."),
+            inputs=[  # names and order are fixed: saved editor graphs store widget values by position
+                io.String.Input("command", default="mycmd", tooltip="Bot command name (without /)"),
+                io.String.Input("prompt", default="an astronaut riding a horse", multiline=True),
+                io.Int.Input("seed", default=0, min=0, max=MAX_SEED, control_after_generate=True),
+                io.Int.Input("width", default=DEFAULT_SIZE, min=SIZE_LIMITS[0], max=SIZE_LIMITS[1], step=8),
+                io.Int.Input("height", default=DEFAULT_SIZE, min=SIZE_LIMITS[0], max=SIZE_LIMITS[1], step=8),
+                io.String.Input("image", optional=True, default="",
+                                tooltip="Uploaded input image name; set by the bot"),
+                io.Boolean.Input("require_image", optional=True, default=False,
+                                 tooltip="The command edits the user's picture (reply, caption or last result)"),
+                io.String.Input("chat_id", optional=True, default=""),
+                io.String.Input("user_id", optional=True, default=""),
+                io.Int.Input("steps", optional=True, default=DEFAULT_STEPS, min=STEPS_LIMITS[0],
+                             max=STEPS_LIMITS[1], tooltip="Sampling steps; the bot's --steps sets it"),
+                io.String.Input("negative", optional=True, default="", multiline=True,
+                                tooltip="Negative prompt; the bot's --neg sets it"),
+                io.Int.Input("batch", optional=True, default=1, min=1, max=MAX_BATCH,
+                             tooltip="Batch size; the bot's --n sets it where the graph takes it"),
+                io.String.Input("options", optional=True, default=DEFAULT_DECLARATION,
+                                tooltip="Options users may type, with their ranges, e.g. "
+                                        "'size=256-2048 steps=1-50 n=4 neg'. One is offered only "
+                                        "where its output (width/height, steps, negative) is wired"),
+            ],
+            outputs=[  # new outputs go last: published graphs link by index
+                io.String.Output(display_name="prompt"),
+                io.Image.Output(display_name="image"),
+                io.Mask.Output(display_name="mask"),
+                io.Int.Output(display_name="seed"),
+                io.Int.Output(display_name="width"),
+                io.Int.Output(display_name="height"),
+                io.String.Output(display_name="chat_id"),
+                io.String.Output(display_name="user_id"),
+                io.Int.Output(display_name="steps"),
+                io.String.Output(display_name="negative"),
+                io.Int.Output(display_name="batch"),
+            ],
+        )
 
-    def receive(self, command, prompt, seed, width, height, image="", require_image=False, chat_id="", user_id="",
-                steps=DEFAULT_STEPS, negative="", batch=1, options=DEFAULT_DECLARATION):
-        import torch
-
+    @classmethod
+    def execute(cls, command, prompt, seed, width, height, image="", require_image=False, chat_id="", user_id="",
+                steps=DEFAULT_STEPS, negative="", batch=1, options=DEFAULT_DECLARATION) -> io.NodeOutput:
         picture = load_input_image(image) if image else imaging.text_card(prompt, width, height, seed)
         rgb, mask = imaging.image_to_arrays(picture)
-        return (prompt, torch.from_numpy(rgb)[None], torch.from_numpy(mask)[None], seed,
-                picture.width, picture.height, chat_id, user_id, steps, negative, batch)
+        return io.NodeOutput(prompt, torch.from_numpy(rgb)[None], torch.from_numpy(mask)[None], seed,
+                             picture.width, picture.height, chat_id, user_id, steps, negative, batch)
 
     @classmethod
-    def IS_CHANGED(cls, image="", **_):
+    def fingerprint_inputs(cls, image="", **_):
         """Re-run when the uploaded file's bytes change, even under the same name (as LoadImage)."""
         return file_digest(image) if image else ""
 
     @classmethod
-    def VALIDATE_INPUTS(cls, image="", options=DEFAULT_DECLARATION):
+    def validate_inputs(cls, image="", options=DEFAULT_DECLARATION):
         if image and not input_image_exists(image):
             return f"Input image not found: {image}"
         try:

@@ -20,13 +20,15 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from comfy_api.latest import io
+
 from .. import imaging
 from ..editor_proof import EDITOR_GATE
 from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
+from .prefix import courier_prefix
 
 IMAGES_AS = ("images", "animation")
 CHAT_ID = re.compile(r"-?[0-9]{1,20}")
-SUBFOLDER = "courier"
 SEND_TIMEOUT_S = 120.0
 
 
@@ -50,46 +52,46 @@ class Target(NamedTuple):
                      {"filename": filename, "subfolder": self.subfolder, "type": "output"})
 
 
-class TelegramOutput:
+class TelegramOutput(io.ComfyNode):
     NODE_ID = "CourierTelegramOutput"
-    DISPLAY_NAME = "Telegram Output (Courier)"
-    CATEGORY = "Courier/Telegram"
-    DESCRIPTION = ("What is connected here is sent back to the Telegram chat: images as lossless files, "
-                   "or a video (connect a VIDEO, or set images_as to animation to turn the frames into an "
-                   "MP4). Workflow metadata is stripped unless keep_metadata is on. In the editor, set "
-                   "send_to_chat to your Telegram id to get the render in your chat.")
-    RETURN_TYPES = ()
-    FUNCTION = "deliver"
-    OUTPUT_NODE = True
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {
-            "required": {
-                "filename_prefix": ("STRING", {"default": "courier/result"}),
-            },
-            "optional": {
-                "images": ("IMAGE",),
-                "video": ("VIDEO",),
-                "images_as": (list(IMAGES_AS), {"default": "images",
-                                                "tooltip": "animation: the images are the frames of one MP4"}),
-                "fps": ("FLOAT", {"default": 8.0, "min": 1.0, "max": 120.0, "step": 1.0,
-                                  "tooltip": "Frame rate when images_as is animation"}),
-                "keep_metadata": ("BOOLEAN", {"default": False,
-                                              "tooltip": "Embed the workflow in the file (others can read it)"}),
-                "send_to_chat": ("STRING", {"default": "",
-                                            "tooltip": "Editor only: also send the render to this Telegram chat "
-                                                       "id (your user id for your private chat with the bot). "
-                                                       "Reset when the graph is published as a command."}),
-                "bot_job": ("STRING", {"default": "",
-                                       "tooltip": "Set by the bot for each of its jobs (the node then hands the "
-                                                  "bot its files directly). Leave empty."}),
-            },
-            "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
-        }
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id=cls.NODE_ID,
+            display_name="Telegram Output (Courier)",
+            category="Courier/Telegram",
+            description=("What is connected here is sent back to the Telegram chat: images as lossless files, "
+                         "or a video (connect a VIDEO, or set images_as to animation to turn the frames into an "
+                         "MP4). Workflow metadata is stripped unless keep_metadata is on. In the editor, set "
+                         "send_to_chat to your Telegram id to get the render in your chat."),
+            inputs=[  # names and order are fixed: saved editor graphs store widget values by position
+                io.String.Input("filename_prefix", default="courier/result"),
+                io.Image.Input("images", optional=True),
+                io.Video.Input("video", optional=True),
+                io.Combo.Input("images_as", options=list(IMAGES_AS), optional=True, default="images",
+                               tooltip="animation: the images are the frames of one MP4"),
+                io.Float.Input("fps", optional=True, default=8.0, min=1.0, max=120.0, step=1.0,
+                               tooltip="Frame rate when images_as is animation"),
+                io.Boolean.Input("keep_metadata", optional=True, default=False,
+                                 tooltip="Embed the workflow in the file (others can read it)"),
+                io.String.Input("send_to_chat", optional=True, default="",
+                                tooltip="Editor only: also send the render to this Telegram chat "
+                                        "id (your user id for your private chat with the bot). "
+                                        "Reset when the graph is published as a command."),
+                io.String.Input("bot_job", optional=True, default="",
+                                tooltip="Set by the bot for each of its jobs (the node then hands the "
+                                        "bot its files directly). Leave empty."),
+            ],
+            outputs=[],
+            hidden=[io.Hidden.prompt, io.Hidden.extra_pnginfo],
+            is_output_node=True,
+        )
 
     @classmethod
-    def VALIDATE_INPUTS(cls, filename_prefix="courier/result", send_to_chat=""):
+    def validate_inputs(cls, filename_prefix="courier/result", images_as="images", send_to_chat=""):
+        if images_as not in IMAGES_AS:  # ComfyUI does not check a v3 combo's value against its options
+            return f"images_as must be one of {', '.join(IMAGES_AS)}, not {images_as!r}"
         if send_to_chat.strip() and not CHAT_ID.fullmatch(send_to_chat.strip()):
             return f"send_to_chat must be a Telegram chat id (a number), not {send_to_chat!r}"
         try:
@@ -98,12 +100,14 @@ class TelegramOutput:
             return str(exc)
         return True
 
-    async def deliver(self, filename_prefix="courier/result", images=None, video=None, images_as="images",
-                      fps=8.0, keep_metadata=False, send_to_chat="", bot_job="", prompt=None, extra_pnginfo=None):
+    @classmethod
+    async def execute(cls, filename_prefix="courier/result", images=None, video=None, images_as="images",
+                      fps=8.0, keep_metadata=False, send_to_chat="", bot_job="") -> io.NodeOutput:
         if (images is None) == (video is None):
             raise ValueError("connect either images or a video to Telegram Output "
                              "(use two Telegram Output nodes to send both)")
-        metadata = workflow_metadata(prompt, extra_pnginfo) if keep_metadata else None
+        prompt = cls.hidden.prompt
+        metadata = workflow_metadata(prompt, cls.hidden.extra_pnginfo) if keep_metadata else None
         filename_prefix = courier_prefix(filename_prefix)
         if video is None and images_as == "images":
             saved = save_images(images, output_target(filename_prefix, images.shape[2], images.shape[1]), metadata)
@@ -120,17 +124,7 @@ class TelegramOutput:
             refusal = await send_from_editor(*running_courier(), chat, saved)
         if refusal is not None:
             ui["text"] = [f"not sent to Telegram: {refusal}"]  # the files are saved all the same
-        return {"ui": ui}
-
-
-def courier_prefix(filename_prefix: str) -> str:
-    """``filename_prefix`` under ``courier/`` (added when missing); ValueError for a way out of it."""
-    prefix = filename_prefix.strip()
-    parts = re.split(r"[/\\]", prefix)
-    if not prefix or prefix.startswith(("/", "\\")) or ":" in prefix or ".." in parts:
-        raise ValueError(f"filename_prefix must be a relative name under {SUBFOLDER}/ without '..', "
-                         f"not {filename_prefix!r}")
-    return prefix if parts[0] == SUBFOLDER and len(parts) > 1 else f"{SUBFOLDER}/{prefix}"
+        return io.NodeOutput(ui=ui)
 
 
 def editor_verdict(send_to_chat: str, prompt) -> tuple[int | None, str | None]:

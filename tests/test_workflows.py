@@ -2,7 +2,7 @@
 
 No ComfyUI needed: the node schemas of the core nodes the workflows use are
 summarised below (taken from ComfyUI v0.3.64's /object_info); our own nodes'
-schemas come from their classes. tests/integration/test_workflows_real.py
+schemas are that ComfyUI's answer too (tests/support/pack_object_info.json). tests/integration/test_workflows_real.py
 checks the same graphs against a real ComfyUI.
 """
 
@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from comfyui_courier.jobs.options import command_options, declared
 from comfyui_courier.jobs.seed import shipped_workflow
 from comfyui_courier.jobs.workflow import JOB_INPUT, OUTPUT_NODE, fill_job, nodes_of, requires_image
-from comfyui_courier.nodes.telegram_input import TelegramInput
-from comfyui_courier.nodes.telegram_output import TelegramOutput
+from comfyui_courier.tests.support.fake_comfyui import PACK_OBJECT_INFO
 
 API_DIR = Path(__file__).resolve().parents[1] / "workflows" / "api"
 MANIFEST = json.loads((API_DIR / "commands.json").read_text(encoding="utf-8"))
@@ -29,8 +28,7 @@ CARD_COMMANDS = {"demo"}  # consume the Input's image output too, but only for i
 MODEL_FREE = {"demo", "demoedit", "upscale"}
 LATENT_COMMANDS = ["f", "dev", "sd3", "wan"]  # sized by the Input's width/height
 
-INPUT = TelegramInput.NODE_ID
-OUTPUT = TelegramOutput.NODE_ID
+INPUT, OUTPUT = "CourierTelegramInput", "CourierTelegramOutput"
 PROMPT, IMAGE, MASK, SEED, WIDTH, HEIGHT, CHAT_ID, USER_ID, STEPS, NEGATIVE, BATCH = range(11)
 STEPPED = {"f", "dev", "sd3", "qwen"}  # --steps: the sampler's steps come from the Input (not wan's split passes)
 NEGATIVE_PROMPTED = {"sd3", "wan"}  # --neg: a real negative prompt (FLUX and qwen run at cfg 1: none)
@@ -89,14 +87,14 @@ LOADERS = {
 }
 
 
-def _schema_types(cls):
-    spec = cls.INPUT_TYPES()
+def _schema_types(name):
+    spec = PACK_OBJECT_INFO[name]["input"]
     return {name: value[0] for part in ("required", "optional") for name, value in spec.get(part, {}).items()}
 
 
 OUR_NODES = {
-    INPUT: (TelegramInput.RETURN_TYPES, _schema_types(TelegramInput)),
-    OUTPUT: ((), _schema_types(TelegramOutput)),
+    INPUT: (tuple(PACK_OBJECT_INFO[INPUT]["output"]), _schema_types(INPUT)),
+    OUTPUT: ((), _schema_types(OUTPUT)),
 }
 NODES = {**CORE_NODES, **OUR_NODES}
 
@@ -192,7 +190,7 @@ def test_one_telegram_input_with_the_command_name(name):
     inputs = [n for n in workflow.values() if n["class_type"] == INPUT]
     assert len(inputs) == 1
     values = inputs[0]["inputs"]
-    schema = TelegramInput.INPUT_TYPES()
+    schema = PACK_OBJECT_INFO[INPUT]["input"]
     assert set(schema["required"]) <= set(values) <= set(schema["required"]) | set(schema["optional"])
     assert values["command"] == name
     assert values["image"] == ""  # the bot fills it per job

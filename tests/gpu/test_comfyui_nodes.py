@@ -60,9 +60,10 @@ def wait_for_report(server, workflow_name: str) -> tuple[dict, dict]:
 def test_nodes_are_registered(comfyui):
     object_info = comfyui.get_json("/object_info")
     for name in ("CourierDeviceAssign", "CourierBenchmark"):
-        assert name in object_info, f"{name} missing: register it in nodes/__init__.py"
+        assert name in object_info, f"{name} missing: list it in nodes/extension.py"
     assert object_info["CourierBenchmark"]["output_node"] is True
-    assert object_info["CourierDeviceAssign"]["input"]["required"]["device"][0][:2] == ["auto", "cpu"]
+    kind, options = object_info["CourierDeviceAssign"]["input"]["required"]["device"]
+    assert kind == "COMBO" and options["options"][:2] == ["auto", "cpu"]  # a v3 combo
 
 
 def test_a_benchmark_session_runs_measures_and_stores(comfyui):

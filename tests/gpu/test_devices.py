@@ -3,7 +3,15 @@ import torch
 
 from comfyui_courier.gpu import devices
 from comfyui_courier.gpu.devices import Accelerators, DeviceUnavailable
-from comfyui_courier.nodes.device_assign import DeviceAssign
+from comfyui_courier.tests.support.requires import require_comfy_api
+
+require_comfy_api()
+from comfyui_courier.nodes.device_assign import DeviceAssign  # noqa: E402 - needs comfy_api importable
+
+
+def assign(device, **models):
+    """The node's outputs, as ComfyUI runs it."""
+    return DeviceAssign.execute(device, **models).args
 
 
 class StandInPatcher:
@@ -102,7 +110,7 @@ def test_vae_is_copied_with_its_own_patcher_and_device():
 
 def test_node_auto_returns_the_inputs_as_they_are():
     model, clip = StandInPatcher("cuda:0", "cpu"), StandInClip(StandInPatcher("cuda:0", "cpu"))
-    assert DeviceAssign().assign("auto", model=model, clip=clip) == (model, clip, None)
+    assert assign("auto", model=model, clip=clip) == (model, clip, None)
     assert model.clones == 0
 
 
@@ -110,25 +118,25 @@ def test_node_places_every_connected_input_and_leaves_no_state_behind():
     model = StandInPatcher("cuda:0", "cpu")
     clip = StandInClip(StandInPatcher("cuda:0", "cpu"))
     vae = StandInVae(StandInPatcher("cuda:0", "cpu"), "cuda:0")
-    node = DeviceAssign()
+    before = dict(vars(DeviceAssign))
     for _ in range(2):  # a second run starts from the same, unchanged objects
-        placed_model, placed_clip, placed_vae = node.assign("cpu", model=model, clip=clip, vae=vae)
+        placed_model, placed_clip, placed_vae = assign("cpu", model=model, clip=clip, vae=vae)
         cpu = torch.device("cpu")
         assert placed_model.load_device == placed_clip.patcher.load_device == placed_vae.device == cpu
     assert model.load_device == clip.patcher.load_device == vae.device == vae.patcher.load_device == "cuda:0"
-    assert model.clones == 2 and vars(node) == {}
+    assert model.clones == 2 and dict(vars(DeviceAssign)) == before
 
 
 def test_node_lists_cpu_and_validates_with_a_readable_message():
-    choices = DeviceAssign.INPUT_TYPES()["required"]["device"][0]
-    assert choices[:2] == ["auto", "cpu"]
-    assert DeviceAssign.VALIDATE_INPUTS("cpu") is True
-    assert DeviceAssign.VALIDATE_INPUTS("cuda:99").startswith("cuda:99 is not available: this machine has")
+    kind, options = DeviceAssign.INPUT_TYPES()["required"]["device"]
+    assert kind == "COMBO" and options["options"][:2] == ["auto", "cpu"] and options["default"] == "auto"
+    assert DeviceAssign.validate_inputs("cpu") is True
+    assert DeviceAssign.validate_inputs("cuda:99").startswith("cuda:99 is not available: this machine has")
 
 
 def test_node_refuses_a_missing_device_when_called_directly():
     with pytest.raises(DeviceUnavailable):
-        DeviceAssign().assign("cuda:99", model=StandInPatcher("cpu", "cpu"))
+        assign("cuda:99", model=StandInPatcher("cpu", "cpu"))
 
 
 def test_devices_chosen_in_a_workflow_are_read_from_its_prompt():

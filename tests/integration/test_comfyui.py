@@ -10,9 +10,12 @@ import comfyui_courier
 from comfyui_courier.logs import get_logger
 from comfyui_courier.tests.fixtures.comfyui import PACK_ROOT
 from comfyui_courier.tests.integration._log import pack_problems, traceback_blocks
+from comfyui_courier.tests.support.fake_comfyui import PACK_OBJECT_INFO
 
 HEALTH_STATES = {"ok", "off", "starting", "error"}
 HEALTH_DEADLINE_S = 60.0
+PACK_NODES = {"CourierTelegramInput": "Telegram Input (Courier)", "CourierTelegramOutput": "Telegram Output (Courier)",
+              "CourierDeviceAssign": "Device Assign (Courier)", "CourierBenchmark": "Benchmark (Courier)"}
 
 
 def wait_for_health(server, component, deadline_s=HEALTH_DEADLINE_S):
@@ -31,14 +34,21 @@ def wait_for_health(server, component, deadline_s=HEALTH_DEADLINE_S):
 
 
 def test_object_info_lists_every_node_of_the_pack(comfyui):
+    """The four nodes, registered through comfy_entrypoint (v3), under the ids saved graphs name."""
     object_info = comfyui.get_json("/object_info")
-    ours = set(comfyui_courier.NODE_CLASS_MAPPINGS)
-    assert {"CourierTelegramInput", "CourierTelegramOutput"} <= ours
-    assert ours <= set(object_info), f"missing: {sorted(ours - set(object_info))}"
-    for name in ours:
+    assert set(PACK_NODES) <= set(object_info), f"missing: {sorted(set(PACK_NODES) - set(object_info))}"
+    for name, display_name in PACK_NODES.items():
         info = object_info[name]
         assert info["python_module"] == f"custom_nodes.{comfyui.pack_folder_name}", info
-        assert info["display_name"] == comfyui_courier.NODE_DISPLAY_NAME_MAPPINGS[name]
+        assert info["display_name"] == display_name
+
+
+def test_the_test_double_shows_the_telegram_nodes_as_comfyui_does(comfyui):
+    """tests/support/pack_object_info.json, which the fake ComfyUI serves, is this ComfyUI's answer."""
+    object_info = comfyui.get_json("/object_info")
+    for name, saved in PACK_OBJECT_INFO.items():
+        served = {**object_info[name], "python_module": saved["python_module"]}
+        assert served == saved, f"write this into pack_object_info.json: {json.dumps({name: served}, indent=1)}"
 
 
 def test_health_reports_every_component_and_the_embedded_database_ok(comfyui):
@@ -133,7 +143,7 @@ def test_a_warning_of_the_pack_in_a_real_comfyui_log_is_found(comfyui_factory):
 def test_comfyui_without_the_pack_has_no_courier_routes(comfyui_factory):
     server = comfyui_factory(with_pack=False)
     assert server.get("/courier/health")[0] == 404
-    assert not set(comfyui_courier.NODE_CLASS_MAPPINGS) & set(server.get_json("/object_info"))
+    assert not set(PACK_NODES) & set(server.get_json("/object_info"))
 
 
 def database_up(server) -> int:

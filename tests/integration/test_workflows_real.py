@@ -7,7 +7,8 @@ type the input takes. The weight-free commands (demo, demoedit, upscale) run to 
 The model commands have no weights here, so ComfyUI must reject them at
 validation with nothing but ``value_not_in_list`` on their loaders, naming
 exactly the manifest's model files: every other node, link and value of the
-converted graphs is valid.
+converted graphs is valid. The editor (UI-format) templates, workflows/*.json, run as saved:
+their widget values are read by position in the order this ComfyUI's /object_info gives.
 """
 
 import io
@@ -35,6 +36,8 @@ LOADER_INPUTS = {
     "VAELoader": {"vae_name"}, "LoraLoaderModelOnly": {"lora_name"},
 }
 RUN_S, HTTP_S = 120.0, 30.0
+TEMPLATES = sorted(path.stem for path in API_DIR.parent.glob("*.json"))
+WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
 
 
 @pytest.fixture
@@ -174,6 +177,37 @@ def graph_problems(workflow: dict, info: dict, models: set[str]) -> list[str]:
             elif problem := value_problem(value, kind, extra, models):
                 found.append(f"{node_id}.{name}: {problem}")
     return found
+
+
+def editor_prompt(graph: dict, info: dict) -> dict:
+    """A saved editor graph as the editor queues it: each node's widget values by position, in the
+    order of ``info``'s input_order (a seed's "randomize" right after it, not sent), links by the link table."""
+    links = {link[0]: [str(link[1]), link[2]] for link in graph["links"]}
+    prompt = {}
+    for node in graph["nodes"]:
+        schema = info[node["type"]]
+        names = []
+        for part in ("required", "optional"):
+            for name in schema["input_order"].get(part, []):
+                kind, *extra = schema["input"][part][name]
+                if isinstance(kind, list) or kind in WIDGET_TYPES:
+                    names += [name, None] if extra and extra[0].get("control_after_generate") else [name]
+        values = zip(names, node.get("widgets_values") or [], strict=True)
+        inputs = {name: value for name, value in values if name is not None}
+        inputs |= {put["name"]: links[put["link"]] for put in node.get("inputs", []) if put.get("link") is not None}
+        prompt[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
+    return prompt
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_a_saved_editor_graph_runs_as_saved(server, name):
+    graph = json.loads((API_DIR.parent / f"{name}.json").read_text(encoding="utf-8"))
+    workflow = editor_prompt(graph, object_info(server))
+    seed = json.loads((API_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    for node_id, node in seed.items():  # each value lands on the input the API-format seed gives it
+        assert {key: workflow[node_id]["inputs"].get(key) for key in node["inputs"]} == node["inputs"], node_id
+    picture = output_image(server, workflow, run_to_end(server, workflow))
+    assert picture.format == "PNG" and picture.size == (512, 512)
 
 
 @pytest.mark.parametrize("name", list(MANIFEST))

@@ -1,17 +1,26 @@
-"""Telegram Output's plain functions without ComfyUI: PNGs, videos, metadata, sending to a chat."""
+"""Telegram Output's plain functions without ComfyUI running: PNGs, videos, metadata, sending to a chat."""
 
 import asyncio
 import io
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from PIL import Image
+from telegram import Bot
+
 from comfyui_courier.config import Settings
 from comfyui_courier.health import Health
-from comfyui_courier.nodes import telegram_output
-from comfyui_courier.nodes.telegram_output import (
+from comfyui_courier.nodes.prefix import courier_prefix
+from comfyui_courier.tests.support.requires import require_comfy_api, require_module
+
+torch = require_module("torch", "ComfyUI's requirements bring it")
+require_comfy_api()
+from comfyui_courier.nodes import telegram_output  # noqa: E402 - needs comfy_api importable
+from comfyui_courier.nodes.telegram_output import (  # noqa: E402
     Target,
     TelegramOutput,
     save_images,
@@ -21,11 +30,7 @@ from comfyui_courier.nodes.telegram_output import (
     strip_video_metadata,
     workflow_metadata,
 )
-from comfyui_courier.tests.support.requires import require_module
-from PIL import Image
-from telegram import Bot
 
-torch = require_module("torch", "ComfyUI's requirements bring it")
 needs_av = pytest.mark.usefixtures("pyav")
 
 
@@ -33,6 +38,19 @@ needs_av = pytest.mark.usefixtures("pyav")
 def pyav():
     """PyAV, ComfyUI's video library: not a requirement of the pack itself."""
     return require_module("av", "PyAV, ComfyUI's video library: install ComfyUI's requirements")
+
+@pytest.fixture
+def deliver(monkeypatch):
+    """Run the node as ComfyUI does (hidden inputs on a clone of the class), outside a ComfyUI server."""
+    from comfy_api.latest import io
+
+    monkeypatch.setitem(sys.modules, "server", None)  # no PromptServer: nothing approved an editor send
+
+    async def run(prompt=None, extra_pnginfo=None, **inputs):
+        node = TelegramOutput.PREPARE_CLASS_CLONE({io.Hidden.prompt: prompt, io.Hidden.extra_pnginfo: extra_pnginfo})
+        return await node.execute(**inputs)
+    return run
+
 
 PROMPT = {"1": {"class_type": "CourierTelegramInput", "inputs": {"prompt": "a secret"}}}
 EXTRA = {"workflow": {"nodes": [], "links": []}}
@@ -74,20 +92,20 @@ def test_workflow_metadata_is_what_comfyui_embeds():
 @pytest.mark.parametrize("value,ok", [("", True), ("  ", True), ("123456789", True), ("-1001234567890", True),
                                       ("@channel", False), ("12a", False), ("1; drop", False)])
 def test_send_to_chat_must_be_a_chat_id(value, ok):
-    assert (TelegramOutput.VALIDATE_INPUTS(send_to_chat=value) is True) == ok
+    assert (TelegramOutput.validate_inputs(send_to_chat=value) is True) == ok
 
 
 @pytest.mark.parametrize("connected", [{}, {"images": "x", "video": "y"}])
-async def test_images_or_a_video_not_both_nor_none(connected):
+async def test_images_or_a_video_not_both_nor_none(connected, deliver):
     with pytest.raises(ValueError, match="either images or a video"):
-        await TelegramOutput().deliver(**connected)
+        await deliver(**connected)
 
 
-async def test_deliver_reports_images_to_the_ui(tmp_path, monkeypatch):
+async def test_deliver_reports_images_to_the_ui(tmp_path, monkeypatch, deliver):
     monkeypatch.setattr(telegram_output, "output_target", lambda prefix, w, h: target(tmp_path))
-    result = await TelegramOutput().deliver("courier/x", images=frames(2), prompt=PROMPT, extra_pnginfo=EXTRA)
-    assert [ref["filename"] for ref in result["ui"]["images"]] == ["result_00007_.png", "result_00008_.png"]
-    assert "animated" not in result["ui"]
+    result = await deliver(filename_prefix="courier/x", images=frames(2), prompt=PROMPT, extra_pnginfo=EXTRA)
+    assert [ref["filename"] for ref in result.ui["images"]] == ["result_00007_.png", "result_00008_.png"]
+    assert "animated" not in result.ui and result.args == ()
 
 
 def write_mp4(path, count=3, tags=None):
@@ -152,10 +170,10 @@ def test_videos_keep_the_workflow_when_asked(tmp_path):
 
 
 @needs_av
-async def test_a_video_is_reported_as_animated(tmp_path, monkeypatch):
+async def test_a_video_is_reported_as_animated(tmp_path, monkeypatch, deliver):
     monkeypatch.setattr(telegram_output, "output_target", lambda prefix, w, h: target(tmp_path))
-    result = await TelegramOutput().deliver("courier/x", video=FileVideo({}))
-    assert result["ui"] == {"images": [{"filename": "result_00007_.mp4", "subfolder": "courier", "type": "output"}],
+    result = await deliver(filename_prefix="courier/x", video=FileVideo({}))
+    assert result.ui == {"images": [{"filename": "result_00007_.mp4", "subfolder": "courier", "type": "output"}],
                             "animated": (True,)}
 
 
@@ -213,10 +231,16 @@ async def test_send_from_editor_says_why_when_the_bot_is_not_running(tmp_path):
 @pytest.mark.parametrize("prefix,kept", [("courier/result", "courier/result"), ("result", "courier/result"),
                                          ("other/x", "courier/other/x"), ("courier", "courier/courier")])
 def test_filename_prefix_is_kept_under_courier(prefix, kept):
-    assert telegram_output.courier_prefix(prefix) == kept
+    assert courier_prefix(prefix) == kept
+
+
+def test_images_as_must_be_one_of_its_choices():
+    """ComfyUI 0.3.64 does not check a v3 combo's value against its options: the node does."""
+    assert TelegramOutput.validate_inputs(images_as="animation") is True
+    assert TelegramOutput.validate_inputs(images_as="gif") == "images_as must be one of images, animation, not 'gif'"
 
 
 @pytest.mark.parametrize("prefix", ["../x", "courier/../../x", "/abs/x", "\\x", "c:x", "", "a\\..\\..\\x"])
 def test_filename_prefix_cannot_leave_courier(prefix):
-    assert "filename_prefix must be a relative name under courier/" in TelegramOutput.VALIDATE_INPUTS(
+    assert "filename_prefix must be a relative name under courier/" in TelegramOutput.validate_inputs(
         filename_prefix=prefix)

@@ -1,7 +1,7 @@
 """workflows/*.json: the weight-free seed commands in the editor's (UI) format, for ComfyUI's template browser.
 
 Each must be the same graph as its API-format seed in workflows/api/: same nodes, same links,
-and our nodes' widget values in the order of their INPUT_TYPES.
+and our nodes' widget values in the order ComfyUI's /object_info gives their inputs (the editor's order).
 """
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from comfyui_courier.nodes import NODE_CLASS_MAPPINGS
+from comfyui_courier.tests.support.fake_comfyui import PACK_OBJECT_INFO
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 MANIFEST = json.loads((WORKFLOWS / "api" / "commands.json").read_text(encoding="utf-8"))
@@ -18,11 +18,12 @@ SEEDED_WIDGET = "control_after_generate"  # the editor stores seed's "randomize"
 
 
 def widget_names(class_type: str) -> list[str]:
-    spec = NODE_CLASS_MAPPINGS[class_type].INPUT_TYPES()
+    info = PACK_OBJECT_INFO[class_type]
     names = []
     for part in ("required", "optional"):
-        for name, (kind, *options) in spec.get(part, {}).items():
-            if isinstance(kind, list) or kind in ("STRING", "INT", "FLOAT", "BOOLEAN"):
+        for name in info["input_order"].get(part, []):
+            kind, *options = info["input"][part][name]
+            if isinstance(kind, list) or kind in ("STRING", "INT", "FLOAT", "BOOLEAN", "COMBO"):
                 names.append(name)
                 if options and options[0].get(SEEDED_WIDGET):
                     names.append(SEEDED_WIDGET)
@@ -46,7 +47,7 @@ def test_template_is_the_seed_in_ui_format(name):
                  if isinstance(value, list)}
     assert ui_links == api_links
     for node_id, node in nodes.items():
-        if node["type"] in NODE_CLASS_MAPPINGS:
+        if node["type"] in PACK_OBJECT_INFO:
             values = dict(zip(widget_names(node["type"]), node["widgets_values"], strict=True))
             seeded = {k: v for k, v in api[node_id]["inputs"].items() if not isinstance(v, list)}
             assert {k: values[k] for k in seeded} == seeded

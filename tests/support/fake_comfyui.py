@@ -39,6 +39,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -46,10 +47,11 @@ from PIL import Image, ImageFilter, ImageOps
 
 from comfyui_courier import imaging
 from comfyui_courier.jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
-from comfyui_courier.nodes import NODE_CLASS_MAPPINGS as PACK_NODES
-from comfyui_courier.nodes.telegram_output import courier_prefix
+from comfyui_courier.nodes.prefix import courier_prefix
 
 COMFYUI_VERSION = "0.3.64"
+# /object_info of the pack's Telegram nodes, as that ComfyUI answers it (tests/integration/test_comfyui.py checks)
+PACK_OBJECT_INFO = json.loads((Path(__file__).with_name("pack_object_info.json")).read_text(encoding="utf-8"))
 FEATURE_FLAGS = {"supports_preview_metadata": True, "max_upload_size": 104857600}
 _PREVIEW_IMAGE = 1  # the binary event type
 _JPEG = 1  # its image format: a sampler's previews are JPEG (latent_preview.py)
@@ -388,15 +390,16 @@ def _jsonable(value: Any) -> Any:
 
 
 def pack_nodes() -> dict[str, NodeSpec]:
-    """The pack's Telegram nodes, with the schema their classes declare."""
+    """The pack's Telegram nodes as a real ComfyUI shows them (``PACK_OBJECT_INFO``; the node classes need
+    ComfyUI's comfy_api, which the fake's users may not have)."""
     specs = {}
     for name, (run, check) in _PACK_RUNNERS.items():
-        cls = PACK_NODES[name]
-        inputs = _jsonable(cls.INPUT_TYPES())
+        info = PACK_OBJECT_INFO[name]
+        inputs = info["input"]
         specs[name] = NodeSpec(inputs.get("required", {}), inputs.get("optional", {}), inputs.get("hidden", {}),
-                               tuple(cls.RETURN_TYPES), tuple(getattr(cls, "RETURN_NAMES", cls.RETURN_TYPES)),
-                               cls.CATEGORY, getattr(cls, "OUTPUT_NODE", False), getattr(cls, "DISPLAY_NAME", None),
-                               getattr(cls, "DESCRIPTION", ""), "custom_nodes.comfyui-courier", run, check)
+                               tuple(info["output"]), tuple(info["output_name"]), info["category"],
+                               info["output_node"], info["display_name"], info["description"],
+                               info["python_module"], run, check)
     return specs
 
 

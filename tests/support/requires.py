@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -36,6 +37,18 @@ def require_comfyui() -> Path:
     if not (value := os.environ.get("COMFYUI_DIR")):
         missing("COMFYUI_DIR is not set: no real ComfyUI to test against")
     return Path(value)
+
+
+def require_comfy_api() -> ModuleType:
+    """ComfyUI's node API (``comfy_api.latest``, which our node modules import), from ``COMFYUI_DIR``.
+
+    The folder goes last on sys.path, after the pack is loaded: ComfyUI's top-level modules
+    (``server``, ``utils``) then shadow nothing, and import only when a test reaches them.
+    """
+    folder = str(require_comfyui())
+    if folder not in sys.path:
+        sys.path.append(folder)
+    return importlib.import_module("comfy_api.latest")
 
 
 def require_chromium() -> str:

@@ -1,0 +1,19 @@
+"""The pack's ComfyUI extension: its nodes, which ComfyUI registers under their schemas' node ids."""
+
+from __future__ import annotations
+
+from comfy_api.latest import ComfyExtension, io
+from typing_extensions import override
+
+from .benchmark import Benchmark
+from .device_assign import DeviceAssign
+from .telegram_input import TelegramInput
+from .telegram_output import TelegramOutput
+
+NODES: list[type[io.ComfyNode]] = [TelegramInput, TelegramOutput, DeviceAssign, Benchmark]
+
+
+class CourierExtension(ComfyExtension):
+    @override
+    async def get_node_list(self) -> list[type[io.ComfyNode]]:
+        return list(NODES)
