@@ -86,7 +86,8 @@ def problems(locales_dir: Path = i18n.LOCALES_DIR, used: Iterable[str] | None = 
               for key, template in english.items()
               if (names := {name for name, _, _ in placeholders(template)} & RESERVED_NAMES)]
     for language, messages in catalogs.items():
-        found += [f"{language}: {key} is not in the English catalog" for key in sorted(messages.keys() - english.keys())]
+        found += [f"{language}: {key} is not in the English catalog"
+                  for key in sorted(messages.keys() - english.keys())]
         found += [f"{language}: {key} has placeholders {sorted(placeholders(messages[key]))}, English has "
                   f"{sorted(placeholders(english[key]))}" for key in sorted(messages.keys() & english.keys())
                   if placeholders(messages[key]) != placeholders(english[key])]
@@ -113,9 +114,9 @@ def old_style_messages(source: str) -> dict[str, dict[str, str]]:
                    else [node.target] if isinstance(node, ast.AnnAssign) else [])
         if any(isinstance(t, ast.Name) and t.id == "MESSAGES" for t in targets) and isinstance(node.value, ast.Dict):
             return {ast.literal_eval(language): {ast.literal_eval(key): ast.literal_eval(value)
-                                                 for key, value in zip(texts.keys, texts.values)
+                                                 for key, value in zip(texts.keys, texts.values, strict=True)
                                                  if key is not None}  # None: a ``**spread``
-                    for language, texts in zip(node.value.keys, node.value.values)}
+                    for language, texts in zip(node.value.keys, node.value.values, strict=True)}
     raise ValueError("no MESSAGES = {...} dict in this source")
 
 

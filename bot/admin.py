@@ -268,7 +268,8 @@ async def queue(update: Update, context: CourierContext) -> None:
 
 
 async def _target(update: Update, context: CourierContext, name: str) -> int | None:
-    """The user a ``/ban``, ``/unban``, ``/allow`` or ``/disallow`` names (an id, or a ``@username`` seen before); None after a reply."""
+    """The user a ``/ban``, ``/unban``, ``/allow`` or ``/disallow`` names (an id, or a ``@username`` seen
+    before); None after a reply."""
     message = update.effective_message
     match = USER_REF.match(_args(update, context))
     if match is None:

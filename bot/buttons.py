@@ -1,11 +1,12 @@
 """The buttons under each result and ``/history``'s, and the ✏️ edit's wait for its instruction.
 
-Every press is answered (ℹ️ sends its message once per result every ``INFO_EVERY_S``). A button's token is looked up in PostgreSQL (``store.buttons``), and
-only the user who started the job may use it: anyone else, in a group say, gets an alert and
-nothing happens. A button that queues a job (🎲 new seed, ⬆️ upscale, 🔁 run again) does so on
-its first press only. ✏️ edit waits (in PostgreSQL, so across a restart, for ``EDIT_VALID_S``)
-for the user's next text in that chat, and runs ``COURIER_EDIT_COMMAND`` (``/qwen``) with it on
-the result; ``/cancel`` or the prompt's button stops the wait.
+Every press is answered (ℹ️ sends its message once per result every ``INFO_EVERY_S``). A button's
+token is looked up in PostgreSQL (``store.buttons``), and only the user who started the job may use
+it: anyone else, in a group say, gets an alert and nothing happens. A button that queues a job (🎲
+new seed, ⬆️ upscale, 🔁 run again) does so on its first press only. ✏️ edit waits (in PostgreSQL, so
+across a restart, for ``EDIT_VALID_S``) for the user's next text in that chat, and runs
+``COURIER_EDIT_COMMAND`` (``/qwen``) with it on the result; ``/cancel`` or the prompt's button stops
+the wait.
 """
 
 from __future__ import annotations

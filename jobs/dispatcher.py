@@ -1,17 +1,17 @@
 """Claims jobs from PostgreSQL and runs them on ComfyUI backends, a few at a time per backend.
 
-Every backend has one worker task that claims jobs (fair across users, SKIP LOCKED)
-while the backend has a free slot, and runs each in a task of its own: run, deliver,
-record. A backend has ``capacity`` slots (backends table; the ``pipeline_depth`` of the host
-that registered it first), counting the running prompt, so the next job's upload and
-``POST /prompt`` happen while the current one runs and ComfyUI starts it from its own queue. A job that must have its backend alone (a ``/bench``
-session) waits for the others to end and holds every slot. Workers sleep on a NOTIFY
-from enqueue, with a slow poll as a safety net. A claimed job holds a lease that the
-worker extends while it runs; if this process dies (ComfyUI skips cleanup on SIGTERM)
-the lease expires and the housekeeping of any live dispatcher, on any host, puts the job
-back in the queue. The backends table decides what a backend may claim (health checks,
-drain, capacity, models: ``jobs/backends.py``); a backend that dies under a job is marked
-unhealthy and the job queued again for another one, up to the job's ``max_attempts``.
+Every backend has one worker task that claims jobs (fair across users, SKIP LOCKED) while the
+backend has a free slot, and runs each in a task of its own: run, deliver, record. A backend has
+``capacity`` slots (backends table; the ``pipeline_depth`` of the host that registered it first),
+counting the running prompt, so the next job's upload and ``POST /prompt`` happen while the current
+one runs and ComfyUI starts it from its own queue. A job that must have its backend alone (a
+``/bench`` session) waits for the others to end and holds every slot. Workers sleep on a NOTIFY from
+enqueue, with a slow poll as a safety net. A claimed job holds a lease that the worker extends while
+it runs; if this process dies (ComfyUI skips cleanup on SIGTERM) the lease expires and the
+housekeeping of any live dispatcher, on any host, puts the job back in the queue. The backends table
+decides what a backend may claim (health checks, drain, capacity, models: ``jobs/backends.py``); a
+backend that dies under a job is marked unhealthy and the job queued again for another one, up to
+the job's ``max_attempts``.
 """
 
 from __future__ import annotations

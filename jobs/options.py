@@ -117,7 +117,8 @@ def command_options(workflow: dict) -> OptionSpec:
     reaches = {"size": bool({WIDTH, HEIGHT} & used) or card, "steps": STEPS in used,
                "neg": NEGATIVE in used, "n": True}
     return OptionSpec({name: rng for name, rng in ranges.items() if reaches[name]},
-                      size=(_number_or(inputs.get("width"), DEFAULT_SIZE), _number_or(inputs.get("height"), DEFAULT_SIZE)),
+                      size=(_number_or(inputs.get("width"), DEFAULT_SIZE),
+                            _number_or(inputs.get("height"), DEFAULT_SIZE)),
                       steps=_number_or(inputs.get("steps"), DEFAULT_STEPS), batch=BATCH in used)
 
 
@@ -144,7 +145,8 @@ WIDEST = OptionSpec(dict(LIMITS))
 
 
 def check(name: str, value: str | None, spec: OptionSpec) -> tuple[str, Any]:
-    """(target, value) of the typed option ``--name value`` (name "": a bare ``--``); OptionError if it cannot be used."""
+    """(target, value) of the typed option ``--name value`` (name "": a bare ``--``); OptionError if it
+    cannot be used."""
     if not name:
         raise OptionError("option_bare")
     target = TARGETS.get(name)

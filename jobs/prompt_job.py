@@ -53,7 +53,7 @@ async def run(run: JobRun) -> dict:
     if delivered:
         await offer_buttons(run, delivered[-1])
     return {"prompt_id": result.prompt_id, "outputs": delivered,
-            "unconfirmed": [file.output for file, record in zip(files, records) if record is None],
+            "unconfirmed": [file.output for file, record in zip(files, records, strict=True) if record is None],
             "execution_ms": result.execution_ms}
 
 
@@ -70,7 +70,7 @@ async def deliver(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
     records: dict[int, dict | None] = {}
     for group in [*albums, *([i] for i in sorted(alone))]:
         try:
-            records.update(zip(group, await deliver_once(run, [files[i] for i in group])))
+            records.update(zip(group, await deliver_once(run, [files[i] for i in group]), strict=True))
         except ChatBlocked:
             raise
         except DeliveryFailed as exc:  # refused, or still failing after the retries: say which and why
@@ -86,7 +86,7 @@ async def deliver_once(run: JobRun, files: list[ResultFile]) -> list[dict | None
         chosen = [files[i] for i in fresh]
         return [{**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
                  "job_id": run.job.id, "via": file.via}
-                for file, record in zip(chosen, await send_files(run, chosen))]
+                for file, record in zip(chosen, await send_files(run, chosen), strict=True)]
 
     try:
         return await send_each_once(run, [file.output for file in files], send)

@@ -16,6 +16,7 @@ from pathlib import Path
 import asyncpg
 
 from ..config import Secret, Settings
+from ..logs import get_logger
 from . import embedded
 from .db import acquire, query
 from .embedded import EmbeddedServer
@@ -23,7 +24,6 @@ from .errors import DatabaseUnavailable, EmbeddedError, MigrationError, StoreErr
 from .jobs import JobListener
 from .migrate import migrate
 from .pool import create_pool
-from ..logs import get_logger
 
 __all__ = ["DatabaseUnavailable", "EmbeddedError", "MigrationError", "Store", "StoreError"]
 
