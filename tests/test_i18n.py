@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from comfyui_courier import catalogs, i18n
 from comfyui_courier.jobs.seed import seed_manifest
 

@@ -6,9 +6,10 @@ import asyncio
 import json
 
 import pytest
+
 from comfyui_courier import i18n
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 
 ADMIN = 111
 USER = 222
@@ -30,7 +31,8 @@ async def reply(bot, text: str, timeout: float = 10):
     try:
         return await bot.wait_for_call("sendMessage", where=lambda c: c.params.get("text") == text, timeout=timeout)
     except TimeoutError:
-        raise AssertionError(f"never sent {text!r}; the bot sent {[c.params.get('text') for c in bot.outbox]}")
+        raise AssertionError(
+            f"never sent {text!r}; the bot sent {[c.params.get('text') for c in bot.outbox]}") from None
 
 
 async def fetch(courier, sql: str, *args):
@@ -49,8 +51,8 @@ async def test_an_hourly_quota_refuses_the_next_job_and_quota_shows_what_is_left
                             COURIER_QUOTA_DAY="5") as courier:
         for prompt in ("one", "two"):
             botapi_bot.inject_text(USER, f"/demo {prompt}")
-            await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"].startswith(
-                ("Queued", "Rendering")) and prompt in c.result["reply_to_message"]["text"])  # whichever came first
+            await botapi_bot.wait_for_call("sendMessage", where=lambda c, p=prompt: c.params["text"].startswith(
+                ("Queued", "Rendering")) and p in c.result["reply_to_message"]["text"])  # whichever came first
         botapi_bot.inject_text(USER, "/demo three")
         refusal = await botapi_bot.wait_for_call("sendMessage", where=lambda c: "jobs of this hour" in c.params["text"])
         assert refusal.params["text"].startswith(en("quota_hour_spent", limit=2, time="")[:30])

@@ -5,6 +5,7 @@ on the transcript-faithful fake ComfyUI. Telegram's language_code picks the cata
 import json
 
 import pytest
+
 from comfyui_courier import i18n
 from comfyui_courier.tests.support.courier import running_courier
 
@@ -33,7 +34,8 @@ async def reply(bot, text: str, method: str = "sendMessage", timeout: float = 10
     try:
         return await bot.wait_for_call(method, where=lambda c: c.params.get("text") == text, timeout=timeout)
     except TimeoutError:
-        raise AssertionError(f"never sent {text!r}; the bot sent {[c.params.get('text') for c in bot.outbox]}")
+        raise AssertionError(
+            f"never sent {text!r}; the bot sent {[c.params.get('text') for c in bot.outbox]}") from None
 
 
 async def job_status(bot, language: str, name: str):
@@ -42,7 +44,8 @@ async def job_status(bot, language: str, name: str):
     try:
         return await bot.wait_for_call("sendMessage", where=lambda c: c.params.get("text") in texts, timeout=10)
     except TimeoutError:
-        raise AssertionError(f"never sent any of {texts}; the bot sent {[c.params.get('text') for c in bot.outbox]}")
+        raise AssertionError(
+            f"never sent any of {texts}; the bot sent {[c.params.get('text') for c in bot.outbox]}") from None
 
 
 async def chosen_language(courier, user_id: int) -> str | None:

@@ -43,8 +43,8 @@ def test_options_are_read_anywhere_in_the_text(text, prompt, pairs):
 
 
 @settings(max_examples=EXAMPLES, deadline=None, database=None)
-@given(st.lists(st.sampled_from(HOSTILE) | st.sampled_from(["--seed", "--neg", "--ar", "—n", "--x"]) | st.text(max_size=3),
-                max_size=30).map("".join))
+@given(st.lists(st.sampled_from(HOSTILE) | st.sampled_from(["--seed", "--neg", "--ar", "—n", "--x"])
+                | st.text(max_size=3), max_size=30).map("".join))
 def test_reading_any_text_never_fails_and_leaves_no_option_in_the_prompt(text):
     prompt, pairs = split_options(text)
     assert not any(OPTION.fullmatch(word) for word in prompt.split())
@@ -67,8 +67,8 @@ def test_written_options_read_back_the_same(pairs, prompt):
     assert split_options(text) == (prompt, in_order)
 
 
-values = st.one_of(st.none(), st.sampled_from(["0", "1", "4", "5", "8", "99", str(MAX_SEED), "16:9", "1:5", "0:0", "512x512",
-                                               "9000x9000", "x", "٧", "blurry"]), word)
+values = st.one_of(st.none(), st.sampled_from(["0", "1", "4", "5", "8", "99", str(MAX_SEED), "16:9", "1:5", "0:0",
+                                               "512x512", "9000x9000", "x", "٧", "blurry"]), word)
 any_pairs = st.lists(st.tuples(st.sampled_from([*SHOWN, "foo", "seeds"]), values), max_size=5)
 
 

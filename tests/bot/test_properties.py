@@ -46,8 +46,8 @@ STRANGER = 333
 ANONYMOUS_ADMIN = 1087968824
 NOW = dtm.datetime(2026, 1, 1, tzinfo=dtm.timezone.utc)
 HOSTILE = "\x00\x07\x1b\x7f\x85\r\n\t\ud800\udbff\udc00\udfff\u200b\u200c\u200d\u2060\ufeff\u3164\u202e /@_"
-COMMANDS = ("demo", "demoedit", "f", "qwen", "help", "start", "status", "cancel", "bench", "compare", "settings", "nosuch",
-            "DEMO", "x" * 33)
+COMMANDS = ("demo", "demoedit", "f", "qwen", "help", "start", "status", "cancel", "bench", "compare", "settings",
+            "nosuch", "DEMO", "x" * 33)
 MIME_TYPES = ("image/png", "image/jpeg", "image/webp", "image/svg+xml", "text/plain", "application/pdf",
               "video/mp4", "", None)
 
@@ -103,7 +103,10 @@ OPTION_WORDS = ("--seed", "--ar", "--size", "--steps", "--n", "--neg", "—seed"
 with_options = st.lists(st.sampled_from(OPTION_WORDS) | texts, max_size=6).map(" ".join)
 
 
-def command_text(names=st.sampled_from(("demoedit",) * 3 + ("demo",) * 3 + COMMANDS)):
+COMMAND_NAMES = st.sampled_from(("demoedit",) * 3 + ("demo",) * 3 + COMMANDS)
+
+
+def command_text(names=COMMAND_NAMES):
     return st.builds(lambda name, sep, args: f"/{name}{sep}{args}", names,
                      st.sampled_from(["", " ", " ", "\u200b", "@{bot} ", "@other_bot "]), texts | blanks | with_options)
 

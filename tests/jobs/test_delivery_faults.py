@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import aiohttp
 import pytest
+
 from comfyui_courier import i18n
 from comfyui_courier.store import commands
 from comfyui_courier.tests.jobs.test_dispatcher import (
@@ -113,7 +114,8 @@ async def test_a_job_cancelled_by_another_process_stops_and_sends_nothing(courie
     async with courier.store.pool.acquire() as conn:  # what /cancel in another Courier process does
         await conn.execute("UPDATE courier_jobs SET status = 'cancelled', finished_at = now(), lease_until = NULL "
                            "WHERE id = $1", row["id"])
-    await eventually(lambda: off_comfyui(comfyui.url), "the prompt stopped on ComfyUI (after its running node)", timeout=60)
+    await eventually(lambda: off_comfyui(comfyui.url), "the prompt stopped on ComfyUI (after its running node)",
+                     timeout=60)
     await to_chat(USER, "editMessageText", botapi_bot, i18n.text("en", "job_cancelled", name="slow"))
     assert not sent(botapi_bot, "sendDocument")
     assert [row["status"] for row in await job_rows(courier)] == ["cancelled"]
@@ -126,7 +128,8 @@ async def test_a_job_whose_lease_another_worker_holds_stops_quietly(courier, com
     [row] = await job_rows(courier)
     async with courier.store.pool.acquire() as conn:  # our lease ran out; another worker claimed it
         await conn.execute("UPDATE courier_jobs SET worker = 'elsewhere' WHERE id = $1", row["id"])
-    await eventually(lambda: off_comfyui(comfyui.url), "the prompt stopped on ComfyUI (after its running node)", timeout=60)
+    await eventually(lambda: off_comfyui(comfyui.url), "the prompt stopped on ComfyUI (after its running node)",
+                     timeout=60)
     async with aiohttp.ClientSession() as session, session.get(f"{comfyui.url}/history/{prompt_id}") as reply:
         history = await reply.json()
     assert history[prompt_id]["status"]["status_str"] != "success"  # interrupted, not run to its end

@@ -9,9 +9,10 @@ stay active).
 """
 
 import pytest
+
 from comfyui_courier import i18n
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(180)

@@ -12,9 +12,10 @@ import logging
 import re
 
 import pytest
+
 from comfyui_courier import i18n
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(180)
@@ -45,14 +46,15 @@ async def said(botapi, bot, chat_id: int, text: str, times: int = 1) -> None:
     try:
         await botapi.wait_for(lambda: count() >= times, timeout=15)
     except TimeoutError:
-        raise AssertionError(f"never sent {text!r} {times}x to {chat_id}; sent "
-                             f"{[c.params.get('text') for c in bot.outbox if c.params.get('chat_id') == chat_id]}")
+        sent = [c.params.get('text') for c in bot.outbox if c.params.get('chat_id') == chat_id]
+        raise AssertionError(f"never sent {text!r} {times}x to {chat_id}; sent {sent}") from None
     assert count() == times
 
 
 async def traces_of(courier, needle: str) -> list[str]:
     """The tables holding ``needle`` anywhere in a row (ids, usernames, texts)."""
-    tables = [r["tablename"] for r in await fetch(courier, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+    tables = [r["tablename"]
+              for r in await fetch(courier, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
     found = []
     for table in tables:
         if (await fetch(courier, f'SELECT 1 FROM "{table}" t WHERE t::text LIKE $1 LIMIT 1', f"%{needle}%")):
