@@ -42,7 +42,7 @@ def test_python_telegram_bot_is_not_shadowed_with_the_pack_root_on_sys_path():
     """pytest's rootdir insertion or a user's PYTHONPATH can put the pack's root first on sys.path."""
     code = "import sys, telegram; print(sys.path[0]); print(telegram.__file__); print(hasattr(telegram, 'Bot'))"
     done = subprocess.run([sys.executable, "-c", code], cwd=PACK_ROOT, env={**os.environ, "PYTHONPATH": str(PACK_ROOT)},
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     first, location, has_bot = done.stdout.splitlines()
     assert Path(first or ".").resolve() == PACK_ROOT  # the risk is real in this run

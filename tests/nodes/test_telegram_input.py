@@ -26,7 +26,7 @@ def test_the_editor_defaults_run_without_a_bot():
     assert mask.shape == (1, values["height"], values["width"]) and float(mask.abs().max()) == 0.0
     assert (width, height) == (values["width"], values["height"])
     assert (chat_id, user_id) == ("", "")
-    assert 0.0 <= float(image.min()) and float(image.max()) <= 1.0
+    assert float(image.min()) >= 0.0 and float(image.max()) <= 1.0
 
 
 def test_a_job_s_values_come_out_as_given():

@@ -25,6 +25,7 @@ Knobs: ``steps``/``step_delay``/``progress_class`` (progress frames),
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import heapq
@@ -1027,10 +1028,8 @@ class FakeComfyUI:
     async def _steps(self, prompt_id: str, node_id: str, cid: str | None, progress_state) -> None:
         """Progress frames (and previews) of a sampler-like node; an interrupt stops it between steps."""
         for step in range(1, self.steps + 1):
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._interrupt.wait(), self.step_delay)
-            except asyncio.TimeoutError:
-                pass
             if self._interrupt.is_set():
                 raise _Interrupted()
             await progress_state(node_id, step, self.steps, "running")
