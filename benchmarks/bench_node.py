@@ -24,6 +24,11 @@ shows), then a preview.
   (``bench_node_overhead_ms``; ``bench_node_overhead_small_pct`` is it over
   the small runs, a harsher ratio).
 
+Then both again on a real sampler (figures ending ``_sampler``): the pack's tiny SD 1.x
+checkpoint (``python <pack> tiny-models``, written into the scratch models folder) through
+CheckpointLoaderSimple, Device Assign, KSampler (euler) and VAEDecode, ``--sampler-steps`` at
+``--sampler-size`` px, a run of a second or more; the overhead pairs run 2 steps at 64 px.
+
 Also prints the node's report (stderr) and checks that the run was stored.
 """
 
@@ -46,6 +51,7 @@ import uuid
 
 from _common import Deadline, REPO_ROOT, comfyui_dir_or_exit, figure, load_runner, note, settle, write_figures
 
+TINY_CHECKPOINT = "tiny-sd15.safetensors"  # tiny_models.CHECKPOINT's name
 RUN_KEY = "courier_benchmark_run"  # gpu/session.py: the key the Benchmark node tags its runs with
 PLAIN_KEY = "bench_node_run"  # the same trick for the plain runs
 BENCH = "20"
@@ -74,6 +80,44 @@ def workflow(device: str, size: int, benchmark: dict | None) -> dict:
         prompt["21"] = {"class_type": "PreviewAny", "inputs": {"source": [BENCH, 0]}}
         prompt["22"] = {"class_type": "PreviewImage", "inputs": {"images": [BENCH, 1]}}
     return prompt
+
+
+def sampler_workflow(device: str, size: int, benchmark: dict | None, steps: int = 4) -> dict:
+    """Text to image on the tiny checkpoint, its MODEL, CLIP and VAE placed by Device Assign."""
+    prompt = {
+        "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": TINY_CHECKPOINT}},
+        "2": {"class_type": "CourierDeviceAssign", "inputs": {"device": device, "model": ["1", 0], "clip": ["1", 1],
+                                                              "vae": ["1", 2]}},
+        "3": {"class_type": "CLIPTextEncode", "inputs": {"text": "a lighthouse", "clip": ["2", 1]}},
+        "4": {"class_type": "EmptyLatentImage", "inputs": {"width": size, "height": size, "batch_size": 1}},
+        "5": {"class_type": "KSampler", "inputs": {"model": ["2", 0], "seed": 1, "steps": steps, "cfg": 7.0,
+                                                   "sampler_name": "euler", "scheduler": "normal",
+                                                   "positive": ["3", 0], "negative": ["3", 0],
+                                                   "latent_image": ["4", 0], "denoise": 1.0}},
+        "6": {"class_type": "VAEDecode", "inputs": {"samples": ["5", 0], "vae": ["2", 2]}},
+        "9": {"class_type": "PreviewImage", "inputs": {"images": ["6", 0]}},
+    }
+    if benchmark is not None:
+        prompt[BENCH] = {"class_type": "CourierBenchmark", "inputs": benchmark}
+        prompt["21"] = {"class_type": "PreviewAny", "inputs": {"source": [BENCH, 0]}}
+        prompt["22"] = {"class_type": "PreviewImage", "inputs": {"images": [BENCH, 1]}}
+    return prompt
+
+
+def small_sampler_workflow(device: str, size: int, benchmark: dict | None) -> dict:
+    """The overhead pairs' sampler runs: two steps, as short as a real sampler run gets (less noise)."""
+    return sampler_workflow(device, size, benchmark, steps=2)
+
+
+WORKFLOWS = {"weight-free": workflow, "sampler": small_sampler_workflow}
+
+
+def write_tiny_models(comfyui_dir, runner, models) -> None:
+    """The pack's own command, with ComfyUI's interpreter (torch, safetensors)."""
+    started = time.perf_counter()
+    subprocess.run([runner.comfyui_python(comfyui_dir), str(REPO_ROOT), "tiny-models", "--dest", str(models)],
+                   check=True, capture_output=True, timeout=300)
+    note(f"tiny models written in {time.perf_counter() - started:.1f} s")
 
 
 def plain_run(prompt: dict, tag: str) -> dict:
@@ -145,7 +189,7 @@ class InProcessComfyUI:
     """
 
     @classmethod
-    async def start(cls, comfyui_dir: str, cpu: bool) -> "InProcessComfyUI":
+    async def start(cls, comfyui_dir: str, cpu: bool, models: str | None = None) -> "InProcessComfyUI":
         base = tempfile.mkdtemp(prefix="courier-in-process-")  # previews go here, not into ComfyUI
         atexit.register(shutil.rmtree, base, True)
         sys.path.insert(0, str(comfyui_dir))
@@ -158,6 +202,7 @@ class InProcessComfyUI:
             _stand_in_for_pyav()
         import comfy.utils
         import execution
+        import folder_paths
         import nodes
         from comfy_execution.progress import get_progress_state
         from comfy_execution.utils import get_executing_context
@@ -173,6 +218,8 @@ class InProcessComfyUI:
             get_progress_state().update_progress(node_id, value, total, preview)
 
         comfy.utils.set_progress_bar_global_hook(progress_hook)
+        if models:
+            folder_paths.add_model_folder_path("checkpoints", f"{models}/checkpoints", is_default=True)
         return cls(nodes, execution.PromptExecutor(_NoClients(), cache_type=execution.CacheType.CLASSIC))
 
     def __init__(self, nodes, executor):
@@ -230,8 +277,10 @@ class _NoClients:
         pass
 
 
-async def measure_overhead(comfy: InProcessComfyUI, device: str, size: int, pairs: int) -> dict:
+async def measure_overhead(comfy: InProcessComfyUI, device: str, size: int, pairs: int,
+                           kind: str = "weight-free") -> dict:
     """Plain and measured runs in turn; the median paired difference is the node's cost."""
+    workflow = WORKFLOWS[kind]
     session = comfy.pack("gpu.session")
     warm = 5
     # one more run than measured here: the session's last would be its report run
@@ -254,8 +303,51 @@ async def measure_overhead(comfy: InProcessComfyUI, device: str, size: int, pair
             "overhead_q1_s": q1, "overhead_q3_s": q3}
 
 
-async def overhead_worker(comfyui_dir: str, cpu: bool, device: str, size: int, pairs: int) -> dict:
-    return await measure_overhead(await InProcessComfyUI.start(comfyui_dir, cpu), device, size, pairs)
+async def overhead_worker(comfyui_dir: str, cpu: bool, device: str, size: int, pairs: int,
+                          kind: str = "weight-free", models: str | None = None) -> dict:
+    return await measure_overhead(await InProcessComfyUI.start(comfyui_dir, cpu, models), device, size, pairs, kind)
+
+
+def measure_session(server, client: Client, prompt: dict, suffix: str, repeats: int, timeout: float) -> float:
+    """One Benchmark session: its figures against "Prompt executed in"; the median measured run (s)."""
+    client.queue(prompt)
+    client.wait_idle(timeout)
+    text = report_of(client.history())
+    note(text)
+    session_id = re.findall(r"Courier benchmark (\w+): run 1/", server.log_text())[-1]
+    pairs = agreement(server.log_text(), session_id)
+    if len(pairs) != repeats:
+        raise RuntimeError(f"expected {repeats} measured runs in the log, found {len(pairs)}")
+    differences = [abs(mine - comfy) / comfy * 100 for mine, comfy in pairs]
+    note("node vs Prompt executed in: " + ", ".join(f"{m:.3f}/{c:.2f}" for m, c in pairs))
+    figure("bench_vs_comfy_time_pct" + suffix, max(differences), "%")
+    figure("bench_vs_comfy_time_mean_pct" + suffix, statistics.mean(differences), "%")
+    figure("bench_run_stored" + suffix, int("stored as benchmark run" in text), "bool")
+    median = statistics.median(mine for mine, _ in pairs)
+    figure("bench_workflow_median_s" + suffix, median, "s")
+    return median
+
+
+def measure_cost(comfyui_dir, runner, args, worker: dict, suffix: str, full_median: float, timeout: float) -> bool:
+    """The node's cost per run from the in-process pairs (see the module docstring); False if out of time."""
+    try:
+        done = subprocess.run(
+            [runner.comfyui_python(comfyui_dir), __file__, "--overhead-worker", json.dumps(
+                {"comfyui_dir": str(comfyui_dir), "cpu": not args.gpu, "device": args.device, **worker})],
+            capture_output=True, text=True, timeout=max(60, timeout), check=False)
+    except subprocess.TimeoutExpired:
+        note(f"the overhead runs outlasted the budget (--budget {args.budget:.0f}); try fewer --pairs")
+        return False
+    if done.returncode != 0:
+        raise RuntimeError("overhead worker failed:\n" + done.stderr[-4000:])
+    cost = json.loads(done.stdout.strip().splitlines()[-1])
+    note(f"overhead worker ({worker['kind']}): {cost['pairs']} pairs of {worker['size']}px runs, plain median "
+         f"{cost['plain_median_s'] * 1000:.2f} ms, node cost {cost['overhead_s'] * 1000:.3f} ms "
+         f"(interquartile {cost['overhead_q1_s'] * 1000:.3f} … {cost['overhead_q3_s'] * 1000:.3f} ms)")
+    figure("bench_node_overhead_pct" + suffix, cost["overhead_s"] / full_median * 100, "%")
+    figure("bench_node_overhead_ms" + suffix, cost["overhead_s"] * 1000, "ms")
+    figure("bench_node_overhead_small_pct" + suffix, cost["overhead_s"] / cost["plain_median_s"] * 100, "%")
+    return True
 
 
 def main() -> int:
@@ -265,9 +357,14 @@ def main() -> int:
     parser.add_argument("--small-size", type=int, default=256, help="image side for the overhead runs")
     parser.add_argument("--overhead-worker", help=argparse.SUPPRESS)  # JSON; run by this script
     parser.add_argument("--size", type=int, default=1536, help="image side in pixels (default 1536)")
+    parser.add_argument("--sampler-size", type=int, default=128, help="the sampler run's side (default 128)")
+    parser.add_argument("--sampler-steps", type=int, default=12, help="the sampler run's steps (default 12)")
+    parser.add_argument("--sampler-pairs", type=int, default=200,
+                        help="sampler overhead pairs (default 200; 0 skips)")
+    parser.add_argument("--no-sampler", action="store_true", help="only the weight-free workflow")
     parser.add_argument("--gpu", action="store_true", help="run ComfyUI on its GPU (no --cpu)")
     parser.add_argument("--device", default="cpu", help="Device Assign's choice (default cpu)")
-    parser.add_argument("--budget", type=float, default=540, help="total seconds allowed (default 540)")
+    parser.add_argument("--budget", type=float, default=720, help="total seconds allowed (default 720)")
     parser.add_argument("--out", default=str(REPO_ROOT / "artifacts" / "benchmarks" / "bench_node.json"),
                         help="also write the figures here as JSON")
     args = parser.parse_args()
@@ -285,60 +382,43 @@ def main() -> int:
 
     scratch = runner.scratch_directory("courier-bench-node-")
     server = Server(comfyui_dir, scratch / "comfyui")
+    models = server.base_directory / "models"
     try:
+        if not args.no_sampler:
+            write_tiny_models(comfyui_dir, runner, models)
         server.start()
         note(f"ComfyUI ready in {server.ready_seconds:.1f} s; database: "
              f"{settle(server, min(60, deadline.remaining()))[1]}")
         client = Client(server)
-        session_inputs = {"repeats": args.repeats, "warmup": 1, "workflow_name": "bench_node weight-free",
-                          "host": "", "save": True}
 
-        # 1. one session: the node's times against "Prompt executed in"
-        client.queue(workflow(args.device, args.size, session_inputs))
-        client.wait_idle(deadline.remaining())
-        history = client.history()
-        text = report_of(history)
-        note(text)
-        session_id = re.search(r"Courier benchmark (\w+): run 1/", server.log_text()).group(1)
-        pairs = agreement(server.log_text(), session_id)
-        if len(pairs) != args.repeats:
-            raise RuntimeError(f"expected {args.repeats} measured runs in the log, found {len(pairs)}")
-        differences = [abs(mine - comfy) / comfy * 100 for mine, comfy in pairs]
-        note("node vs Prompt executed in: " + ", ".join(f"{m:.3f}/{c:.2f}" for m, c in pairs))
-        figure("bench_vs_comfy_time_pct", max(differences), "%")
-        figure("bench_vs_comfy_time_mean_pct", statistics.mean(differences), "%")
-        figure("bench_run_stored", int("stored as benchmark run" in text), "bool")
+        def inputs(name: str) -> dict:
+            return {"repeats": args.repeats, "warmup": 1, "workflow_name": name, "host": "", "save": True}
+
+        # 1. one session each: the node's times against "Prompt executed in"
+        medians = {"": measure_session(server, client, workflow(args.device, args.size, inputs("bench_node weight-free")),
+                                       "", args.repeats, deadline.remaining())}
+        if not args.no_sampler:
+            prompt = sampler_workflow(args.device, args.sampler_size, inputs("bench_node tiny sd15"), args.sampler_steps)
+            medians["_sampler"] = measure_session(server, client, prompt, "_sampler", args.repeats,
+                                                  deadline.remaining())
     finally:
         server.stop()
         server.kill_leftovers()
-        runner.remove_tree(scratch)
 
     # 2. overhead, measured apart from the server (see the module docstring)
-    full_median = statistics.median(mine for mine, _ in pairs)
-    figure("bench_workflow_median_s", full_median, "s")
-    if args.pairs <= 0:
-        note("--pairs 0: the node's overhead is not measured")
-        write_figures(args.out)
-        return 0
     try:
-        worker = subprocess.run(
-            [runner.comfyui_python(comfyui_dir), __file__, "--overhead-worker", json.dumps(
-                {"comfyui_dir": str(comfyui_dir), "cpu": not args.gpu, "device": args.device,
-                 "size": args.small_size, "pairs": args.pairs})],
-            capture_output=True, text=True, timeout=max(60, deadline.remaining()))
-    except subprocess.TimeoutExpired:
-        note(f"the overhead runs outlasted the budget (--budget {args.budget:.0f}); try fewer --pairs")
-        write_figures(args.out)
-        return 1
-    if worker.returncode != 0:
-        raise RuntimeError("overhead worker failed:\n" + worker.stderr[-4000:])
-    cost = json.loads(worker.stdout.strip().splitlines()[-1])
-    note(f"overhead worker: {cost['pairs']} pairs of {args.small_size}px runs, plain median "
-         f"{cost['plain_median_s'] * 1000:.2f} ms, node cost {cost['overhead_s'] * 1000:.3f} ms "
-         f"(interquartile {cost['overhead_q1_s'] * 1000:.3f} … {cost['overhead_q3_s'] * 1000:.3f} ms)")
-    figure("bench_node_overhead_pct", cost["overhead_s"] / full_median * 100, "%")
-    figure("bench_node_overhead_ms", cost["overhead_s"] * 1000, "ms")
-    figure("bench_node_overhead_small_pct", cost["overhead_s"] / cost["plain_median_s"] * 100, "%")
+        workers = [("", {"kind": "weight-free", "size": args.small_size, "pairs": args.pairs})]
+        if not args.no_sampler:
+            workers.append(("_sampler", {"kind": "sampler", "size": 64, "pairs": args.sampler_pairs,
+                                         "models": str(models)}))
+        for suffix, worker in workers:
+            if worker["pairs"] <= 0:
+                note(f"no pairs for {worker['kind']}: its overhead is not measured")
+            elif not measure_cost(comfyui_dir, runner, args, worker, suffix, medians[suffix], deadline.remaining()):
+                write_figures(args.out)
+                return 1
+    finally:
+        runner.remove_tree(scratch)
     write_figures(args.out)
     return 0
 

@@ -18,9 +18,12 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import pytest
+from comfyui_courier import i18n
+from comfyui_courier.store import commands
 from comfyui_courier.tests.fixtures.comfyui import comfyui_python
 from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
 from comfyui_courier.tests.gpu.test_comfyui_nodes import post_prompt, wait_for_report
+from comfyui_courier.tests.support.courier import replies_to, running_courier
 from comfyui_courier.tests.support.requires import missing, require_comfyui
 from comfyui_courier.tiny_models import CHECKPOINT, LORA
 from PIL import Image
@@ -28,6 +31,7 @@ from PIL import Image
 pytestmark = pytest.mark.timeout(240)
 
 RUN_S = 120.0
+USER = 1818
 SAMPLER = "5"
 PREVIEW_IMAGE, JPEG = 1, 1  # ComfyUI's binary event type and image type (server.py BinaryEventTypes)
 PROBE = Path(__file__).resolve().parents[1] / "support" / "probe_device_assign.py"
@@ -191,4 +195,37 @@ def test_the_benchmark_node_times_real_sampling(sampler):
     assert "2 measured runs after 1 warm-up" in text, text
     sampler_line = next(line for line in text.splitlines() if line.strip().startswith(f"#{SAMPLER} "))
     assert "KSampler" in sampler_line and "it/s" in sampler_line, text
-    assert "CourierDeviceAssign" in text or "Device Assign" in text, text
+    assert "CourierDeviceAssign" in text, text
+
+
+def published(steps: int) -> dict:
+    """A command's graph on the tiny checkpoint: Telegram Input's prompt and seed → … → Telegram Output."""
+    prompt = graph(steps=steps, seed=0)
+    prompt["2"]["inputs"]["text"] = ["30", 0]
+    prompt[SAMPLER]["inputs"]["seed"] = ["30", 3]
+    prompt["30"] = {"class_type": "CourierTelegramInput", "inputs": {
+        "command": "tiny", "prompt": "", "seed": 0, "width": 512, "height": 512, "image": "",
+        "chat_id": "", "user_id": ""}}
+    prompt["7"] = {"class_type": "CourierTelegramOutput", "inputs": {"images": ["6", 0],
+                                                                     "filename_prefix": "courier/tiny"}}
+    return prompt
+
+
+async def test_a_published_command_on_the_tiny_checkpoint_answers_with_progress_and_a_preview(
+        comfyui_factory, tiny_models, pg_database, botapi, botapi_bot, tmp_path):
+    """The backend's pack on the bot's database (results are handed over through it), as in production."""
+    server = comfyui_factory(start=False, env={"COURIER_DATABASE_URL": pg_database},
+                             extra_args=["--preview-method", "latent2rgb"])
+    link_tiny_models(server, tiny_models)
+    await asyncio.to_thread(server.start)
+    async with running_courier(botapi, botapi_bot, pg_database, server.url, tmp_path,
+                               COURIER_ALLOWED_USERS=str(USER)) as courier:
+        await commands.put_command(courier.store.pool, "tiny", workflow=published(steps=12))
+        request = botapi_bot.inject_text(USER, "/tiny a cat")
+        await botapi_bot.wait_for_call("sendDocument", timeout=RUN_S, where=replies_to(request))
+    steps = {i18n.text("en", "progress", name="tiny", value=step, max=12, percent=100 * step // 12)
+             for step in range(1, 13)}
+    shown = [c.params.get("text") or c.params.get("caption") for c in botapi_bot.outbox
+             if c.method in ("editMessageText", "editMessageCaption", "sendPhoto")]
+    assert len(steps.intersection(shown)) >= 2, [(c.method, c.params.get("text")) for c in botapi_bot.outbox]
+    assert any(c.method == "sendPhoto" for c in botapi_bot.outbox), "no live preview was sent"
