@@ -181,7 +181,7 @@ async def test_flood_is_capped_status_lists_and_cancel_clears(courier_on_fake, b
     assert status.params["text"].count("/demo") == limit and "running" in status.params["text"]
 
     botapi_bot.inject_text(USER, "/cancel")
-    await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"] == f"Cancelled {limit} job(s).")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"] == f"Cancelled {limit} jobs.")
     fake_comfy.resume()
     async with courier_on_fake.store.pool.acquire() as conn:
         statuses = await conn.fetch("SELECT status FROM courier_jobs")

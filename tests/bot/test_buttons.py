@@ -112,11 +112,11 @@ async def test_info_shows_the_command_line_that_makes_the_result_again(courier, 
     assert info.params["parse_mode"] == "HTML"
     assert info.params["text"] == en("info", command="demo", seed=7, options="--ar 1:1",
                                      prompt="a &lt;fox&gt;", line="<code>/demo --seed 7 --ar 1:1 a &lt;fox&gt;</code>")
-    assert "text" not in await answer_to(botapi_bot, press(botapi_bot, message_id, data["button_info"]))
-    await botapi_bot.emulator.wait_for(lambda: sum(c.method == "sendMessage" and c.params["text"] == info.params["text"]
-                                                   for c in botapi_bot.outbox) == 2)  # it queues nothing: again
+    again = await answer_to(botapi_bot, press(botapi_bot, message_id, data["button_info"]))
+    assert again["text"] == en("info_shown")  # within 10 s of the first: the message is in the chat already
     await done(botapi_bot, 1)
-    assert len(await fetch(courier, "SELECT 1 FROM courier_jobs")) == 1
+    assert sum(c.method == "sendMessage" and c.params["text"] == info.params["text"] for c in botapi_bot.outbox) == 1
+    assert len(await fetch(courier, "SELECT 1 FROM courier_jobs")) == 1  # it queues nothing
 
 
 async def test_new_seed_queues_the_same_command_once_with_another_seed(courier, botapi_bot):

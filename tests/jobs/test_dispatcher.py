@@ -114,10 +114,10 @@ async def test_cancel_of_a_pipelined_prompt_deletes_it_from_comfyuis_queue(couri
     assert (runner, waiter) == (FIRST, SECOND)
 
     botapi_bot.inject_text(SECOND, "/cancel")
-    await to_chat(SECOND, "sendMessage", botapi_bot, "Cancelled 1 job(s).")
+    await to_chat(SECOND, "sendMessage", botapi_bot, "Cancelled 1 job.")
     running, pending = await comfy_queue(comfyui.url)
     assert waiting not in {prompt for _, prompt in running + pending}
-    await to_chat(SECOND, "editMessageText", botapi_bot, "The run was stopped before it finished")
+    await to_chat(SECOND, "editMessageText", botapi_bot, "/busy was cancelled.")
 
     await to_chat(FIRST, "sendDocument", botapi_bot)
     await to_chat(FIRST, "editMessageText", botapi_bot, "Done")
