@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Collection, Mapping
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 
 from .. import imaging
 from ..logs import get_logger
@@ -32,10 +34,15 @@ async def run(run: JobRun) -> dict:
                         image=image_name, chat_id=job.chat_id, user_id=job.user_id,
                         options=job.params.get("inputs"), job=run.prompt_id)
 
+    steps = StepClock()
+
     async def on_progress(event) -> None:
         if event.max:
-            await run.status.update(say("progress", name=job.command, value=event.value, max=event.max,
-                                        percent=int(100 * event.value / event.max)))
+            shown = {"name": job.command, "value": event.value, "max": event.max,
+                     "percent": int(100 * event.value / event.max)}
+            left = steps.seconds_left(event.node, event.value, event.max)
+            await run.status.update(say("progress", **shown) if not left
+                                    else say("progress_eta", **shown, seconds=left))
 
     async def on_preview(preview) -> None:  # a sampler's (a result node's pushed files are no previews)
         await run.status.preview(preview.image)
@@ -55,6 +62,25 @@ async def run(run: JobRun) -> dict:
     return {"prompt_id": result.prompt_id, "outputs": delivered,
             "unconfirmed": [file.output for file, record in zip(files, records, strict=True) if record is None],
             "execution_ms": result.execution_ms}
+
+
+@dataclasses.dataclass
+class StepClock:
+    """A node's time left from its step rate so far: the first step's frame starts the clock."""
+
+    clock: Callable[[], float] = time.monotonic
+    node: str | None = None
+    start: tuple[int, float] | None = None  # (step, time) of the node's first frame
+
+    def seconds_left(self, node: str | None, value: int, total: int) -> int | None:
+        """Whole seconds, rounded up; None until a second frame of the same node gives a rate."""
+        now = self.clock()
+        if self.start is None or node != self.node or value < self.start[0]:
+            self.node, self.start = node, (value, now)
+        done = value - self.start[0]
+        if done <= 0:
+            return None
+        return math.ceil((total - value) * (now - self.start[1]) / done)
 
 
 async def deliver(run: JobRun, files: list[ResultFile]) -> list[dict | None]:

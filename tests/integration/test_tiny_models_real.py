@@ -18,6 +18,8 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import pytest
+from PIL import Image
+
 from comfyui_courier import i18n
 from comfyui_courier.store import commands
 from comfyui_courier.tests.fixtures.comfyui import comfyui_python
@@ -26,7 +28,6 @@ from comfyui_courier.tests.gpu.test_comfyui_nodes import post_prompt, wait_for_r
 from comfyui_courier.tests.support.courier import replies_to, running_courier
 from comfyui_courier.tests.support.requires import missing, require_comfyui
 from comfyui_courier.tiny_models import CHECKPOINT, LORA
-from PIL import Image
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -211,7 +212,7 @@ def published(steps: int) -> dict:
     return prompt
 
 
-async def test_a_published_command_on_the_tiny_checkpoint_answers_with_progress_and_a_preview(
+async def test_a_published_command_on_the_tiny_checkpoint_answers_with_progress_eta_and_a_preview(
         comfyui_factory, tiny_models, pg_database, botapi, botapi_bot, tmp_path):
     """The backend's pack on the bot's database (results are handed over through it), as in production."""
     server = comfyui_factory(start=False, env={"COURIER_DATABASE_URL": pg_database},
@@ -223,9 +224,14 @@ async def test_a_published_command_on_the_tiny_checkpoint_answers_with_progress_
         await commands.put_command(courier.store.pool, "tiny", workflow=published(steps=12))
         request = botapi_bot.inject_text(USER, "/tiny a cat")
         await botapi_bot.wait_for_call("sendDocument", timeout=RUN_S, where=replies_to(request))
-    steps = {i18n.text("en", "progress", name="tiny", value=step, max=12, percent=100 * step // 12)
-             for step in range(1, 13)}
+    def step(value: int, **eta) -> str:
+        return i18n.text("en", "progress_eta" if eta else "progress", name="tiny", value=value, max=12,
+                         percent=100 * value // 12, **eta)
+
     shown = [c.params.get("text") or c.params.get("caption") for c in botapi_bot.outbox
              if c.method in ("editMessageText", "editMessageCaption", "sendPhoto")]
-    assert len(steps.intersection(shown)) >= 2, [(c.method, c.params.get("text")) for c in botapi_bot.outbox]
+    plain = {step(value) for value in range(1, 13)}
+    with_eta = {step(value, seconds=s) for value in range(1, 13) for s in range(1, int(RUN_S))}
+    assert len((plain | with_eta).intersection(shown)) >= 2, shown
+    assert with_eta.intersection(shown), f"no step showed the time left: {shown}"
     assert any(c.method == "sendPhoto" for c in botapi_bot.outbox), "no live preview was sent"
