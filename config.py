@@ -11,8 +11,9 @@ import dataclasses
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -47,7 +47,7 @@ class Courier:
                 self.health.set(name, "error", settings_error)
 
     @classmethod
-    def for_comfyui(cls, user_dir: Path, local_backend: str, listen: str) -> "Courier":
+    def for_comfyui(cls, user_dir: Path, local_backend: str, listen: str) -> Courier:
         """Settings from the environment over <user_dir>/courier.toml; a bad file is a health error."""
         try:
             settings = load_settings(user_dir / CONFIG_FILE_NAME)

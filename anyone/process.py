@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import contextlib
 import logging
 import os
 import re
@@ -29,8 +30,8 @@ from pathlib import Path
 import stem
 import stem.control
 
-from .errors import AnonStartError
 from ..logs import get_logger
+from .errors import AnonStartError
 
 Options = list[tuple[str, str]]  # torrc lines; keys may repeat
 
@@ -273,7 +274,5 @@ class AnonProcess:
         """atexit: the loop may be gone, so signal the PID directly."""
         pid = self.pid
         if pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass

@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from ..logs import get_logger
 from .errors import AnonStartError, AnyoneError, ClientAuthError
 from .gateway import Gateway, NodeTypes
 from .hidden_service import CREDENTIAL, CREDENTIALS, HiddenService, exposure_warning
 from .install import find_anon
 from .privnet import TEST_NETWORK_FILE, load_test_network
 from .process import AnonProcess, Options
-from ..logs import get_logger
 
 log = get_logger("anyone")
 

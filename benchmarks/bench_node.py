@@ -49,7 +49,7 @@ import time
 import urllib.request
 import uuid
 
-from _common import Deadline, REPO_ROOT, comfyui_dir_or_exit, figure, load_runner, note, settle, write_figures
+from _common import REPO_ROOT, Deadline, comfyui_dir_or_exit, figure, load_runner, note, settle, write_figures
 
 TINY_CHECKPOINT = "tiny-sd15.safetensors"  # tiny_models.CHECKPOINT's name
 RUN_KEY = "courier_benchmark_run"  # gpu/session.py: the key the Benchmark node tags its runs with
@@ -189,7 +189,7 @@ class InProcessComfyUI:
     """
 
     @classmethod
-    async def start(cls, comfyui_dir: str, cpu: bool, models: str | None = None) -> "InProcessComfyUI":
+    async def start(cls, comfyui_dir: str, cpu: bool, models: str | None = None) -> InProcessComfyUI:
         base = tempfile.mkdtemp(prefix="courier-in-process-")  # previews go here, not into ComfyUI
         atexit.register(shutil.rmtree, base, True)
         sys.path.insert(0, str(comfyui_dir))
@@ -203,9 +203,10 @@ class InProcessComfyUI:
         import comfy.utils
         import execution
         import folder_paths
-        import nodes
         from comfy_execution.progress import get_progress_state
         from comfy_execution.utils import get_executing_context
+
+        import nodes
 
         await nodes.init_extra_nodes(init_custom_nodes=False, init_api_nodes=False)
         if not await nodes.load_custom_node(str(REPO_ROOT)):
@@ -395,10 +396,11 @@ def main() -> int:
             return {"repeats": args.repeats, "warmup": 1, "workflow_name": name, "host": "", "save": True}
 
         # 1. one session each: the node's times against "Prompt executed in"
-        medians = {"": measure_session(server, client, workflow(args.device, args.size, inputs("bench_node weight-free")),
-                                       "", args.repeats, deadline.remaining())}
+        weight_free = workflow(args.device, args.size, inputs("bench_node weight-free"))
+        medians = {"": measure_session(server, client, weight_free, "", args.repeats, deadline.remaining())}
         if not args.no_sampler:
-            prompt = sampler_workflow(args.device, args.sampler_size, inputs("bench_node tiny sd15"), args.sampler_steps)
+            prompt = sampler_workflow(args.device, args.sampler_size, inputs("bench_node tiny sd15"),
+                                      args.sampler_steps)
             medians["_sampler"] = measure_session(server, client, prompt, "_sampler", args.repeats,
                                                   deadline.remaining())
     finally:

@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import Deadline, REPO_ROOT, figure, load_pack, load_runner, note, write_figures
+from _common import REPO_ROOT, Deadline, figure, load_pack, load_runner, note, write_figures
 from _trace import Trace
 from aiohttp import ClientError, TraceConfig, web
 
@@ -275,7 +275,9 @@ async def run(args, deadline: Deadline) -> None:
                 figure("onion_demo_job_added_ms",
                        statistics.median(jobs["onion"]) - statistics.median(jobs["direct"]), "ms")
                 note("median ms per step, onion / direct (benchmarks/_trace.py):")
-                for (step, what, onion, _), (_, _, direct, _) in zip(trace.steps("onion"), trace.steps("direct")):
+                # a path with no fully traced job has no steps: then there is nothing to pair
+                for (step, what, onion, _), (_, _, direct, _) in zip(trace.steps("onion"), trace.steps("direct"),
+                                                                     strict=False):
                     note(f"  {onion:8.2f} / {direct:8.2f}  to {step}: {what}")
                     figure(f"onion_demo_step_{step}_added_ms", onion - direct, "ms")
             else:

@@ -29,8 +29,18 @@ import statistics
 import time
 from pathlib import Path
 
-from _common import (REPO_ROOT, Deadline, comfyui_dir_or_exit, cpu_seconds, figure, load_runner, note, pss_bytes,
-                     settle, write_figures)
+from _common import (
+    REPO_ROOT,
+    Deadline,
+    comfyui_dir_or_exit,
+    cpu_seconds,
+    figure,
+    load_runner,
+    note,
+    pss_bytes,
+    settle,
+    write_figures,
+)
 
 GOAL_ADDED_MS = 300
 GOAL_ADDED_RSS_MB = 60

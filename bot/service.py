@@ -17,6 +17,7 @@ from telegram.ext import Application, ContextTypes
 from .. import i18n
 from ..config import Secret, Settings
 from ..health import Health
+from ..logs import get_logger
 from ..store import access as access_store
 from ..store import commands, webhook_secrets
 from .access import offer_ownership
@@ -26,7 +27,6 @@ from .handlers import ALLOWED_UPDATES, build_handlers, command_menu, on_error
 from .outage import finished
 from .polling import Poller
 from .progress import ResultsFirstLimiter
-from ..logs import get_logger
 
 log = get_logger("bot")
 

@@ -8,9 +8,9 @@ t_old / t_new, which is what most readers mean by "1.5x faster".
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from .runs import BenchmarkRun
 from .stats import summarize

@@ -28,7 +28,7 @@ class Accelerators:
     mps: bool = False
 
     @classmethod
-    def detect(cls) -> "Accelerators":
+    def detect(cls) -> Accelerators:
         import torch
 
         mps = getattr(torch.backends, "mps", None)

@@ -33,7 +33,7 @@ from .recorder import RunResult
 RUN_KEY = "courier_benchmark_run"
 KEEP_SESSIONS = 16  # sessions whose last run never came (cleared queue) are dropped oldest first
 
-_sessions: OrderedDict[str, "Session"] = OrderedDict()
+_sessions: OrderedDict[str, Session] = OrderedDict()
 
 
 @dataclass

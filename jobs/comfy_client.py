@@ -27,6 +27,7 @@ from urllib.parse import quote
 import aiohttp
 from aiohttp_socks import ProxyConnectionError, ProxyError, ProxyTimeoutError
 
+from ..logs import get_logger
 from .errors import (
     BackendUnavailable,
     ComfyError,
@@ -38,7 +39,6 @@ from .errors import (
     RequestFailed,
     describe_error,
 )
-from ..logs import get_logger
 
 __all__ = ["PUSH_MAX_BYTES", "WS_MAX_MSG_BYTES", "BackendUnavailable", "ComfyClient", "ComfyError", "Device",
            "Event", "EventStream", "ExecutionFailed", "FileRef", "Follower", "Gap", "HistoryEntry", "Interrupted",

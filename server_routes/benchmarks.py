@@ -12,8 +12,19 @@ from ..jobs.submit import announce, submit
 from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER
 from ..store import access, commands
-from .api import (ADMIN, STATUS, ApiError, Field, check_body, endpoint, json_response, query_int, query_text,
-                  read_json, store_of)
+from .api import (
+    ADMIN,
+    STATUS,
+    ApiError,
+    Field,
+    check_body,
+    endpoint,
+    json_response,
+    query_int,
+    query_text,
+    read_json,
+    store_of,
+)
 
 routes = web.RouteTableDef()
 

@@ -55,10 +55,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from ..logs import get_logger
 from . import pgwatch
 from .errors import EmbeddedError
 from .pgwatch import alive, clients, pid_file, postmaster
-from ..logs import get_logger
 
 if os.name == "posix":
     import pwd
@@ -442,7 +442,8 @@ def _create_service_user() -> pwd.struct_passwd:
     try:
         done = subprocess.run(["useradd", "--system", "--user-group", "--no-create-home",
                                "--home-dir", "/nonexistent", "--shell", shell, SERVICE_USER],
-                              capture_output=True, text=True, timeout=_TIMEOUT_S)
+                              capture_output=True, text=True, timeout=_TIMEOUT_S,
+                              check=False)  # a failure is judged below, by whether the user exists
         reason = done.stderr.strip()
     except OSError as exc:
         reason = str(exc)

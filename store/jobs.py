@@ -15,10 +15,10 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
+from ..logs import get_logger
 from .db import Db, acquire, query
 from .errors import StoreError
 from .pool import connect
-from ..logs import get_logger
 
 log = get_logger("store")
 

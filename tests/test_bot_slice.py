@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.requires import require_comfyui
 
 USER = 111
@@ -56,7 +56,8 @@ async def result_document(bot, request_message):
     try:
         call = await bot.wait_for_call("sendDocument", where=replies_to(request_message["message_id"]), timeout=60)
     except TimeoutError:
-        raise AssertionError(f"no result; the bot sent: {[(c.method, c.params.get('text')) for c in bot.outbox]}")
+        raise AssertionError(f"no result; the bot sent: {[(c.method, c.params.get('text')) for c in bot.outbox]}"
+                             ) from None
     return call.result
 
 
@@ -114,11 +115,13 @@ async def test_strangers_are_refused_and_nothing_is_queued(courier, botapi_bot):
 
 async def test_help_lists_the_command_table_and_unknown_commands_are_explained(courier, botapi_bot):
     botapi_bot.inject_text(USER, "/help")
-    help_text = (await botapi_bot.wait_for_call("sendMessage", where=lambda c: "Commands" in c.params["text"])).params["text"]
+    help_call = await botapi_bot.wait_for_call("sendMessage", where=lambda c: "Commands" in c.params["text"])
+    help_text = help_call.params["text"]
     for name in ("/f", "/qwen", "/demo", "/demoedit"):
         assert name in help_text
     botapi_bot.inject_text(USER, "/nosuch thing")
-    await botapi_bot.wait_for_call("sendMessage", where=lambda c: "/nosuch" in c.params["text"] and "/help" in c.params["text"])
+    await botapi_bot.wait_for_call("sendMessage",
+                                   where=lambda c: "/nosuch" in c.params["text"] and "/help" in c.params["text"])
     botapi_bot.inject_text(USER, "/demo")
     await botapi_bot.wait_for_call("sendMessage", where=lambda c: "add a description" in c.params["text"])
 
@@ -136,7 +139,8 @@ def picture(color=(200, 40, 40), size=(64, 48), fmt="PNG") -> bytes:
 async def test_photo_with_command_caption_is_edited(courier_on_fake, botapi_bot):
     request = botapi_bot.inject_photo(USER, picture(), caption="/demoedit invert this")
     result = png(botapi_bot.file_bytes((await result_document(botapi_bot, request))["document"]["file_id"]))
-    assert result.shape[2] == 3 and abs(result.mean() - (255 - np.asarray(Image.open(io.BytesIO(picture()))).mean())) < 3
+    original = np.asarray(Image.open(io.BytesIO(picture())))
+    assert result.shape[2] == 3 and abs(result.mean() - (255 - original.mean())) < 3
 
 
 async def test_edit_without_any_picture_explains_what_to_do(courier_on_fake, botapi_bot):
@@ -163,7 +167,7 @@ async def test_flood_is_capped_status_lists_and_cancel_clears(courier_on_fake, b
     try:
         await botapi_bot.wait_for_call("sendMessage", where=lambda c: "already have" in c.params["text"])
     except TimeoutError:
-        raise AssertionError(sent_texts(botapi_bot))
+        raise AssertionError(sent_texts(botapi_bot)) from None
     def status_messages():
         """Each job's status message as the chat shows it: its Queued reply, or the dispatcher's post
         if that came first (when both were sent, the one not adopted is deleted)."""

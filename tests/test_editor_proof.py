@@ -5,6 +5,7 @@ import copy
 import secrets
 
 import pytest
+
 from comfyui_courier.bot.access import may_receive
 from comfyui_courier.config import Settings
 from comfyui_courier.editor_proof import (

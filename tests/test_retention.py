@@ -5,6 +5,7 @@ day stay."""
 import asyncio
 
 import pytest
+
 from comfyui_courier import retention
 from comfyui_courier.jobs.comfy_client import ComfyClient
 from comfyui_courier.tests.support.requires import require_comfyui

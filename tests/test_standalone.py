@@ -7,8 +7,8 @@ so this also proves the launcher keeps the pack's root off sys.path.
 import shutil
 from pathlib import Path
 
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.courier import standalone_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 
 PACK_ROOT = Path(__file__).resolve().parent.parent
 

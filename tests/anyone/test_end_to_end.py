@@ -16,15 +16,16 @@ import os
 import signal
 
 import pytest
+
 from comfyui_courier import i18n
 from comfyui_courier.anyone.errors import PrivateNetworkError
 from comfyui_courier.anyone.privnet import TEST_NETWORK_FILE, load_test_network
 from comfyui_courier.anyone.service import AnyoneService
 from comfyui_courier.config import Settings, load_settings
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.fixtures.anyone import share_client_key, socket_owner
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.polling import until
 
 USER = 111
@@ -221,10 +222,11 @@ async def test_the_bots_anon_killed_mid_job_finishes_the_job_once_anon_is_back(
             await botapi_bot.wait_for_call("sendDocument", where=replies_to(request["message_id"]),
                                            timeout=2 * RESULT_S)
         except TimeoutError:
-            raise AssertionError(f"no result; the bot said {[(c.method, c.params.get('text')) for c in botapi_bot.outbox]}"
-                                 f"; {describe(courier)}") from None
+            said = [(c.method, c.params.get("text")) for c in botapi_bot.outbox]
+            raise AssertionError(f"no result; the bot said {said}; {describe(courier)}") from None
         async with courier.store.pool.acquire() as conn:
-            job = await until(lambda: conn.fetchrow("SELECT status, attempts FROM courier_jobs WHERE status <> 'running'"),
+            job = await until(lambda: conn.fetchrow("SELECT status, attempts FROM courier_jobs "
+                                                    "WHERE status <> 'running'"),
                               30, "the job recorded")
         assert anon.restarts >= 1
     # the fault hit the job: its websocket dropped, or its POST /prompt (then it ran again)

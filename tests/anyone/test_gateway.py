@@ -5,6 +5,7 @@ import asyncio
 import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
+
 from comfyui_courier.anyone.gateway import (
     CREDENTIAL_HEADER,
     ROUTES,
@@ -182,9 +183,9 @@ async def test_the_target_is_fixed(proxied):
         status, body = await raw_request(url, f"GET {other_url}/system_stats",
                                          f"{CREDENTIAL_HEADER}: {TOKEN}\r\nX-Forwarded-Host: 127.0.0.1:{port}\r\n")
         assert (status, body) == (200, b"backend GET /system_stats")
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"{url}/system_stats", headers={"Host": f"127.0.0.1:{port}", **AUTH}) as reply:
-                assert await reply.text() == "backend GET /system_stats"
+        async with (aiohttp.ClientSession() as session,
+                    session.get(f"{url}/system_stats", headers={"Host": f"127.0.0.1:{port}", **AUTH}) as reply):
+            assert await reply.text() == "backend GET /system_stats"
     assert elsewhere == []
     target_port = backend.seen[-1][2]["Host"].rsplit(":", 1)[1]
     assert backend.seen[-1][2]["Host"] == f"127.0.0.1:{target_port}" != f"127.0.0.1:{port}"  # ComfyUI's own
@@ -193,13 +194,12 @@ async def test_the_target_is_fixed(proxied):
 
 async def test_hop_by_hop_headers_are_dropped_both_ways(proxied):
     url, backend = proxied
-    async with aiohttp.ClientSession() as session:
-        async with session.post(f"{url}/courier/files/delete", data=b"{}", headers={
-                "Connection": "keep-alive, X-Hop", "X-Hop": "1", "Proxy-Authorization": "Basic eA==",
-                "TE": "trailers", "X-End-To-End": "kept", "Cookie": "a=1", **AUTH}) as reply:
-            assert reply.status == 200
-            assert reply.headers["X-Backend"] == "yes"
-            assert "Proxy-Authenticate" not in reply.headers and "timeout=5" not in reply.headers.get("Keep-Alive", "")
+    async with aiohttp.ClientSession() as session, session.post(f"{url}/courier/files/delete", data=b"{}", headers={
+            "Connection": "keep-alive, X-Hop", "X-Hop": "1", "Proxy-Authorization": "Basic eA==",
+            "TE": "trailers", "X-End-To-End": "kept", "Cookie": "a=1", **AUTH}) as reply:
+        assert reply.status == 200
+        assert reply.headers["X-Backend"] == "yes"
+        assert "Proxy-Authenticate" not in reply.headers and "timeout=5" not in reply.headers.get("Keep-Alive", "")
     sent = {k.lower(): v for k, v in backend.seen[0][2].items()}
     assert sent["x-end-to-end"] == "kept" and sent["cookie"] == "a=1"
     assert not {"x-hop", "proxy-authorization", "te"} & set(sent)
@@ -208,13 +208,13 @@ async def test_hop_by_hop_headers_are_dropped_both_ways(proxied):
 async def test_downloads_stream_without_being_buffered(proxied):
     """The test receives /view's first chunk while the backend still holds back the second."""
     url, backend = proxied
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"{url}/view", params={"filename": "a.png", "subfolder": "courier", "type": "output"},
-                               headers=AUTH) as reply:
-            first = await asyncio.wait_for(reply.content.readexactly(65536), WAIT_S)
-            assert first == b"A" * 65536 and backend.first_chunk_out.is_set()
-            backend.release_rest.set()
-            assert await asyncio.wait_for(reply.content.read(), WAIT_S) == b"B" * 65536
+    async with (aiohttp.ClientSession() as session,
+                session.get(f"{url}/view", params={"filename": "a.png", "subfolder": "courier", "type": "output"},
+                            headers=AUTH) as reply):
+        first = await asyncio.wait_for(reply.content.readexactly(65536), WAIT_S)
+        assert first == b"A" * 65536 and backend.first_chunk_out.is_set()
+        backend.release_rest.set()
+        assert await asyncio.wait_for(reply.content.read(), WAIT_S) == b"B" * 65536
 
 
 def upload_form(subfolder="courier", filename="in.png", folder="input", overwrite="true") -> aiohttp.FormData:
@@ -246,16 +246,16 @@ async def test_uploads_are_checked_whole_and_passed_unchanged(proxied):
 
 async def test_websocket_frames_pass_both_ways(proxied):
     url, backend = proxied
-    async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(f"{url}/ws", params={"clientId": "c1"}, headers=AUTH) as ws:
-            greeting = await ws.receive(WAIT_S)
-            assert (greeting.type, greeting.data) == (WSMsgType.BINARY, PREVIEW)  # ComfyUI -> client, binary
-            await ws.send_str('{"type": "hello"}')
-            reply = await ws.receive(WAIT_S)
-            assert (reply.type, reply.data) == (WSMsgType.TEXT, 'echo {"type": "hello"}')
-            await ws.send_bytes(b"\x00\xffbinary")
-            reply = await ws.receive(WAIT_S)
-            assert (reply.type, reply.data) == (WSMsgType.BINARY, b"echo \x00\xffbinary")
+    async with (aiohttp.ClientSession() as session,
+                session.ws_connect(f"{url}/ws", params={"clientId": "c1"}, headers=AUTH) as ws):
+        greeting = await ws.receive(WAIT_S)
+        assert (greeting.type, greeting.data) == (WSMsgType.BINARY, PREVIEW)  # ComfyUI -> client, binary
+        await ws.send_str('{"type": "hello"}')
+        reply = await ws.receive(WAIT_S)
+        assert (reply.type, reply.data) == (WSMsgType.TEXT, 'echo {"type": "hello"}')
+        await ws.send_bytes(b"\x00\xffbinary")
+        reply = await ws.receive(WAIT_S)
+        assert (reply.type, reply.data) == (WSMsgType.BINARY, b"echo \x00\xffbinary")
     assert backend.seen[0][:2] == ("GET", "/ws")
 
 

@@ -4,6 +4,7 @@ import base64
 import stat
 
 import pytest
+
 from comfyui_courier.anyone import (
     ClientAuthError,
     exposure_warning,
@@ -90,7 +91,8 @@ async def test_provision_authorizes_this_hosts_bot_once(tmp_path):
     assert onion == ADDRESS.removesuffix(".anon")
     assert _x25519(base64.b32decode(private + "===="), (9).to_bytes(32, "little")) == base64.b32decode(public + "====")
     line = (tmp_path / CREDENTIALS / f"{BOT_HOST}{CREDENTIAL}").read_text().split()
-    assert line[0] == ADDRESS and stat.S_IMODE((tmp_path / CREDENTIALS / f"{BOT_HOST}{CREDENTIAL}").stat().st_mode) == 0o600
+    assert line[0] == ADDRESS
+    assert stat.S_IMODE((tmp_path / CREDENTIALS / f"{BOT_HOST}{CREDENTIAL}").stat().st_mode) == 0o600
     assert hs.credential_digests() == {digest(line[1])}  # the backend keeps only the hash
     assert line[1] not in (hs.clients_dir / f"{BOT_HOST}{CREDENTIAL}").read_text()
     assert bot_credentials(tmp_path / CREDENTIALS) == {ADDRESS: line[1]}

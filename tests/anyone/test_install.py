@@ -5,6 +5,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from comfyui_courier.anyone import install
 
 FAKE_ANON = "#!/bin/sh\necho 'Anon version {version}-live.'\n"

@@ -15,6 +15,8 @@ from aiohttp_socks import (
     ProxyError,
     ProxyTimeoutError,
 )
+from yarl import URL
+
 from comfyui_courier.anyone import (
     describe_proxy_error,
     make_session,
@@ -30,7 +32,6 @@ from comfyui_courier.tests.fixtures.anyone import (
     tcp_clients,
 )
 from comfyui_courier.tests.support.http import serve_app
-from yarl import URL
 
 REACH_S = 90  # descriptor upload + rendezvous on a fresh service take a few seconds here
 ATTEMPT_S = 10  # a stuck attempt (old descriptor, stuck circuit) is dropped and retried on fresh circuits

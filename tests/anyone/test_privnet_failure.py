@@ -1,6 +1,7 @@
 """A private network that cannot come up fails fast, retries once, and names the logs of both tries."""
 
 import pytest
+
 from comfyui_courier.anyone.errors import PrivateNetworkError
 from comfyui_courier.anyone.privnet import PrivateNetwork
 

@@ -1,6 +1,7 @@
 """anon supervision: parsing canned control-port replies and output, without anon running."""
 
 import pytest
+
 from comfyui_courier.anyone.process import (
     exit_reason,
     parse_bootstrap_phase,

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from comfyui_courier.anyone.process import AnonProcess
 
 OFFLINE = [("DisableNetwork", "1")]

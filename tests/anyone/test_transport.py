@@ -6,6 +6,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp_socks import ProxyConnector
+
 from comfyui_courier.anyone import (
     AnyoneError,
     AnyoneUnavailable,

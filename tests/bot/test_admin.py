@@ -6,16 +6,17 @@ import io
 import json
 
 import pytest
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
+from PIL import Image
+
 from comfyui_courier.gpu.runs import BenchmarkRun
 from comfyui_courier.gpu.storage import load_runs, save_run
 from comfyui_courier.jobs import bench
 from comfyui_courier.store import backends as backend_table
 from comfyui_courier.tests.jobs.bench_standin import StandIn, install
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.polling import until
 from comfyui_courier.tests.support.requires import require_comfyui
-from PIL import Image
 
 ADMIN = 111
 USER = 222  # allowed, not an admin
@@ -128,7 +129,8 @@ async def test_a_bench_whose_answer_is_lost_is_done_unconfirmed_never_failed_nor
     install(fake, StandIn())
     fake.pause()
     botapi_bot.inject_text(ADMIN, "/bench demo 1")
-    await botapi_bot.emulator.wait_for(lambda: any(  # the status is out (an edit of the Queued reply, or posted before it)
+    # the status is out (an edit of the Queued reply, or posted before it)
+    await botapi_bot.emulator.wait_for(lambda: any(
         c.method in ("sendMessage", "editMessageText") and c.params["text"].startswith("Rendering /bench")
         for c in botapi_bot.outbox), timeout=DONE_TIMEOUT_S)  # so the next sendMessage is the report
     botapi_bot.hang(lost, perform=True)  # Telegram takes it; the answer never comes

@@ -7,10 +7,11 @@ import io
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from comfyui_courier import i18n
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.requires import require_comfyui
-from PIL import Image
 
 USER, STRANGER = 111, 222
 JOB_TIMEOUT_S = 120
@@ -51,8 +52,9 @@ async def done(bot, count: int) -> None:
 
 async def result_buttons(bot, index: int = 0) -> tuple[int, dict[str, str]]:
     """The message the ``index``-th result's buttons went under, and their callback data by label key."""
-    calls = await bot.emulator.wait_for(lambda: (found := [c for c in bot.outbox if c.method == "editMessageReplyMarkup"])
-                                        [index:] and found, timeout=JOB_TIMEOUT_S)
+    calls = await bot.emulator.wait_for(
+        lambda: (found := [c for c in bot.outbox if c.method == "editMessageReplyMarkup"])[index:] and found,
+        timeout=JOB_TIMEOUT_S)
     call = calls[index]
     buttons = [b for row in call.params["reply_markup"]["inline_keyboard"] for b in row]
     assert [b["text"] for b in buttons] == [en(key) for key in LABELS]
@@ -202,7 +204,8 @@ async def test_an_edit_can_be_cancelled_and_expires(courier, botapi_bot):
                                          and c.result["message_id"] != ask.result["message_id"])
     [[cancel]] = ask.params["reply_markup"]["inline_keyboard"]
     await refused_to_stranger(botapi_bot, ask.result["message_id"], cancel["callback_data"])  # it still waits:
-    assert "text" not in await answer_to(botapi_bot, press(botapi_bot, ask.result["message_id"], cancel["callback_data"]))
+    pressed = press(botapi_bot, ask.result["message_id"], cancel["callback_data"])
+    assert "text" not in await answer_to(botapi_bot, pressed)
     await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["text"] == en("edit_cancelled"))
 
     press(botapi_bot, message_id, data["button_edit"])  # and one that expires

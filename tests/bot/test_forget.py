@@ -7,11 +7,12 @@ import io
 import json
 import urllib.request
 
-from comfyui_courier import i18n
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
-from comfyui_courier.tests.support.courier import running_courier
-from comfyui_courier.tests.support.requires import require_comfyui
 from PIL import Image
+
+from comfyui_courier import i18n
+from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
+from comfyui_courier.tests.support.requires import require_comfyui
 
 USER = 111
 STRANGER = 222

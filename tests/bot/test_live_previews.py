@@ -10,6 +10,9 @@ import io
 
 import asyncpg
 import pytest
+from PIL import Image
+from telegram.ext import ExtBot
+
 from comfyui_courier import i18n
 from comfyui_courier.bot.progress import (
     ChatThrottle,
@@ -17,8 +20,6 @@ from comfyui_courier.bot.progress import (
     ResultsFirstLimiter,
 )
 from comfyui_courier.tests.support.courier import running_courier
-from PIL import Image
-from telegram.ext import ExtBot
 
 pytestmark = pytest.mark.timeout(120)
 

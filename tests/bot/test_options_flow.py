@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from comfyui_courier import i18n
 from comfyui_courier.bot.handlers import BUILTIN_COMMANDS
 from comfyui_courier.bot.options import option_lines
@@ -16,7 +18,6 @@ from comfyui_courier.jobs.options import command_options
 from comfyui_courier.store import commands
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.requires import require_comfyui
-from PIL import Image
 
 USER, OTHER = 111, 222
 API_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
@@ -140,7 +141,8 @@ async def test_n_is_one_batch_where_the_graph_takes_the_input_s_batch(courier_re
     assert params["seed"] == 5 and params["inputs"] == {"batch": 3}
     await all_done(botapi_bot, 1)
     botapi_bot.inject_text(USER, "/many --n 4 cards")
-    await botapi_bot.wait_for_call("sendMessage", where=lambda c: "--n takes a whole number from 1 to 3" in c.params["text"])
+    await botapi_bot.wait_for_call("sendMessage",
+                                   where=lambda c: "--n takes a whole number from 1 to 3" in c.params["text"])
 
 
 async def test_options_reach_the_telegram_input_of_the_prompt_sent(courier_fake, botapi_bot, fake_comfy):
@@ -249,8 +251,10 @@ async def test_settings_keep_defaults_that_apply_where_a_command_takes_them(cour
 
 
 @pytest.mark.parametrize(("text", "reply"), [
-    ("/settings a cat", "/settings takes options only, e.g. /settings --ar 16:9 --steps 4 — or /settings reset to clear them."),
-    ("/settings --colour red", "/settings has no option --colour. It takes: --seed, --ar, --size, --steps, --n, --neg."),
+    ("/settings a cat",
+     "/settings takes options only, e.g. /settings --ar 16:9 --steps 4 — or /settings reset to clear them."),
+    ("/settings --colour red",
+     "/settings has no option --colour. It takes: --seed, --ar, --size, --steps, --n, --neg."),
     ("/settings --n 9", "--n takes a whole number from 1 to 4, not “9”."),
 ])
 async def test_bad_settings_are_explained_and_nothing_is_kept(courier_fake, botapi_bot, text, reply):

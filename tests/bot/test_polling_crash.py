@@ -4,6 +4,7 @@ processes (``python <pack> run``), real PostgreSQL, the Bot API emulator, a fake
 
 import asyncpg
 import pytest
+
 from comfyui_courier.tests.support.courier import replies_to, standalone_courier
 from comfyui_courier.tests.support.polling import until
 

@@ -4,8 +4,8 @@ No ComfyUI here (tests/browser/test_try.py has the whole chain): the bot's side 
 made by the test, so the page is checked against each thing a bot can do to a chat —
 the command menu per language, an inline keyboard whose press reaches the bot as a
 callback query and whose answer shows as a toast, a live edit, a reply, a photo sent with
-a drag-and-drop, a file sent with the picker, the bot's lossless file and video inline. Screenshots go to ``$COURIER_ARTIFACTS``
-(else pytest's tmp_path), ``browser/chat-*.png``.
+a drag-and-drop, a file sent with the picker, the bot's lossless file and video inline.
+Screenshots go to ``$COURIER_ARTIFACTS`` (else pytest's tmp_path), ``browser/chat-*.png``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ from pathlib import Path
 
 import pytest
 import telegram
-from comfyui_courier.tests.browser.cdp import Chromium
-from comfyui_courier.tests.emulator.test_botapi import mp4_header
-from comfyui_courier.tests.support.requires import require_chromium
 from PIL import Image
 from telegram import (
     BotCommand,
@@ -29,6 +26,10 @@ from telegram import (
     InlineKeyboardMarkup,
     InputMediaPhoto,
 )
+
+from comfyui_courier.tests.browser.cdp import Chromium
+from comfyui_courier.tests.emulator.test_botapi import mp4_header
+from comfyui_courier.tests.support.requires import require_chromium
 
 pytestmark = pytest.mark.timeout(120)
 

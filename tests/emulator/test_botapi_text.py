@@ -1,6 +1,7 @@
 """parse_mode parsing as TDLib does it: entities in UTF-16 offsets, Telegram's error wording."""
 
 import pytest
+
 from comfyui_courier.emulator.botapi import ApiError
 from comfyui_courier.emulator.botapi.text import (
     command_entities,

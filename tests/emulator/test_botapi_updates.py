@@ -17,6 +17,7 @@ from telegram.ext import (
     filters,
 )
 from telegram.request import HTTPXRequest
+
 from comfyui_courier.tests.support.http import serve_app
 
 pytestmark = pytest.mark.timeout(30)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from comfyui_courier.emulator.botapi import main as emulator_main
 from PIL import Image
+
+from comfyui_courier.emulator.botapi import main as emulator_main
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -163,7 +164,8 @@ async def test_main_serves_standalone_until_interrupted(http):
         sys.executable, "-c", LAUNCH, str(PACK_ROOT), "--port", "0", "--token", "99:standalone",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd="/")
     try:
-        first_line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()  # a cold interpreter on a busy machine
+        # 60 s: a cold interpreter on a busy machine
+        first_line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
         url = first_line.rsplit(" ", 1)[-1].strip()
         assert url.startswith("http://127.0.0.1:")
         async with http.get(f"{url}/bot99:standalone/getMe") as response:

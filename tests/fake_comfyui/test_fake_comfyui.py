@@ -7,9 +7,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from PIL import Image
+
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.graphs import FLUX
-from PIL import Image
 
 TRANSCRIPT = json.loads((Path(__file__).parent / "comfyui-0.3.64-api-transcript.json").read_text())
 

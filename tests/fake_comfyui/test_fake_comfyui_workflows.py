@@ -11,8 +11,9 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
+
 from comfyui_courier.tests.integration import test_workflows_real as real
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 
 
 @pytest.fixture

@@ -4,10 +4,11 @@ import io
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from PIL import Image
+
 from comfyui_courier.gpu import compare_view
 from comfyui_courier.gpu.compare import Side, reference_data
 from comfyui_courier.gpu.runs import BenchmarkRun
-from PIL import Image
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 XEON = "Intel(R) Xeon(R) CPU @ 2.20GHz"  # an '@' in a real device name
@@ -48,7 +49,8 @@ def test_stored_rows_come_first_and_use_each_sides_latest_run():
 
 
 def test_a_workflow_filter_keeps_matching_rows_only():
-    runs = [run("demo", "cpu", [2.0]), run("demo", "gpu", [1.0]), run("other", "cpu", [1.0]), run("other", "gpu", [1.0])]
+    runs = [run("demo", "cpu", [2.0]), run("demo", "gpu", [1.0]),
+            run("other", "cpu", [1.0]), run("other", "gpu", [1.0])]
     reply, _, reference = compare_view.comparison(runs, Side("cpu"), Side("gpu"), workflow="demo")
     assert [r["workflow"] for r in reply["rows"]] == ["demo"] and reference is None
     reply, _, reference = compare_view.comparison(runs, Side("cpu"), Side("gpu"), workflow="FLUX schnell")

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from comfyui_courier.gpu import multi
 from comfyui_courier.tests.fixtures.comfyui import PACK_ROOT, comfyui_python, free_port
 from comfyui_courier.tests.support.requires import require_comfyui

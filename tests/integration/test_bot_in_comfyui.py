@@ -10,8 +10,9 @@ import io
 import tempfile
 from pathlib import Path
 
-from comfyui_courier.tests.fixtures.comfyui import remove_tree
 from PIL import Image
+
+from comfyui_courier.tests.fixtures.comfyui import remove_tree
 
 
 async def test_pack_runs_the_bot_inside_comfyui(comfyui_factory, botapi, botapi_bot):

@@ -7,6 +7,7 @@ import asyncio
 import signal
 
 import pytest
+
 from comfyui_courier import i18n
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.store import commands

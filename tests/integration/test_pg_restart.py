@@ -9,6 +9,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+
 from comfyui_courier import i18n
 from comfyui_courier.config import load_settings
 from comfyui_courier.runtime import Courier

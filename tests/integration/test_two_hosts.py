@@ -8,6 +8,7 @@ import asyncio
 import signal
 
 import pytest
+
 from comfyui_courier.store import backends, commands
 from comfyui_courier.store.pool import create_pool
 from comfyui_courier.tests.support.courier import replies_to

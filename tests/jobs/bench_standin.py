@@ -15,14 +15,15 @@ import dataclasses
 import heapq
 import uuid
 
+from PIL import Image
+
+from comfyui_courier.gpu.session import RUN_KEY, Session, queued_prompts
 from comfyui_courier.tests.support.fake_comfyui import (
     CORE_NODES,
     FakeComfyUI,
     NodeSpec,
     _Failure,
 )
-from comfyui_courier.gpu.session import RUN_KEY, Session, queued_prompts
-from PIL import Image
 
 BLOCKED = "<blocked by the Benchmark node>"  # stands for ComfyUI's ExecutionBlocker
 

@@ -9,7 +9,8 @@ import io
 import json
 
 import pytest
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
+from PIL import Image
+
 from comfyui_courier.gpu.runs import BenchmarkRun
 from comfyui_courier.gpu.session import RUN_KEY
 from comfyui_courier.gpu.storage import save_run
@@ -24,7 +25,7 @@ from comfyui_courier.jobs.comfy_client import (
 from comfyui_courier.jobs.seed import SEED_DIR
 from comfyui_courier.jobs.workflow import WorkflowError
 from comfyui_courier.tests.jobs.bench_standin import StandIn, install
-from PIL import Image
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 
 DEMO = json.loads((SEED_DIR / "demo.json").read_text())
 DEMOEDIT = json.loads((SEED_DIR / "demoedit.json").read_text())
@@ -45,7 +46,8 @@ def test_the_prompt_is_filled_like_a_job_and_benchmarked():
 
 def test_a_workflow_with_its_own_benchmark_node_gets_just_ours():
     workflow = {**DEMO, "courier-benchmark": {"class_type": "CourierBenchmark", "inputs": {"repeats": 9, "warmup": 0}},
-                "courier-benchmark-report": {"class_type": "PreviewAny", "inputs": {"source": ["courier-benchmark", 0]}},
+                "courier-benchmark-report": {"class_type": "PreviewAny",
+                                             "inputs": {"source": ["courier-benchmark", 0]}},
                 "x": {"class_type": "SaveImage", "inputs": {"images": ["2", 0]}}}
     made = bench.benchmark_prompt(workflow, name="demo", repeats=2)
     benchmarks = [n for n, node in made.prompt.items() if node["class_type"] == "CourierBenchmark"]

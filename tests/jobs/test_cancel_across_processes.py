@@ -5,6 +5,7 @@ Real python-telegram-bot on the Bot API emulator, a fake ComfyUI held paused."""
 
 import aiohttp
 import pytest
+
 from comfyui_courier.runtime import Courier
 from comfyui_courier.store import jobs
 from comfyui_courier.tests.bot.test_update_inbox import settings, started

@@ -12,7 +12,8 @@ import uuid
 
 import aiohttp
 import pytest
-from comfyui_courier.tests.support.fake_comfyui import CORE_NODES, FakeComfyUI
+from PIL import Image
+
 from comfyui_courier.jobs.comfy_client import (
     BackendUnavailable,
     ComfyClient,
@@ -27,9 +28,9 @@ from comfyui_courier.jobs.comfy_client import (
     parse_preview,
 )
 from comfyui_courier.tests.fixtures.comfyui import ComfyUIProcess, free_port
+from comfyui_courier.tests.support.fake_comfyui import CORE_NODES, FakeComfyUI
 from comfyui_courier.tests.support.graphs import FLUX
 from comfyui_courier.tests.support.requires import require_comfyui
-from PIL import Image
 
 
 def invert_workflow(color: int, width: int = 64, height: int = 48) -> dict:
@@ -108,7 +109,8 @@ async def test_run_reports_progress_and_returns_outputs(client, fake):
     image = Image.open(io.BytesIO(await client.view(ref.filename, ref.subfolder, ref.type)))
     inverted = [255 - (color >> shift & 255) for shift in (16, 8, 0)]
     assert image.size == (64, 48)
-    assert all(abs(got - want) <= 1 for got, want in zip(image.getpixel((5, 5)), inverted))  # float rounding
+    assert all(abs(got - want) <= 1  # float rounding
+               for got, want in zip(image.getpixel((5, 5)), inverted, strict=True))
     assert result.execution_ms is not None and result.execution_ms >= 0
     entry = await client.history(result.prompt_id)
     assert (entry.status_str, entry.completed, entry.files) == ("success", True, result.files)

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from comfyui_courier.jobs.errors import (
     MESSAGES,
     BackendUnavailable,

@@ -14,6 +14,7 @@ import time
 
 import aiohttp
 import pytest
+
 from comfyui_courier.store import commands
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.graphs import cpu_bound
@@ -32,7 +33,8 @@ async def courier(comfyui, botapi, botapi_bot, pg_database, tmp_path, request):
         await commands.put_command(service.store.pool, "busy", workflow=cpu_bound(1024, 8),
                                    description="CPU-bound test graph")
         await commands.put_command(service.store.pool, "slow", workflow=cpu_bound(2048, 24),
-                                   description="CPU-bound test graph, several seconds: long enough under load for the next job to queue behind it")
+                                   description="CPU-bound test graph, several seconds: long enough under load "
+                                               "for the next job to queue behind it")
         yield service
 
 

@@ -6,12 +6,13 @@ with a clear reason once out of attempts, and admins drain backends by route and
 
 import pytest
 from aiohttp import ClientSession
+
 from comfyui_courier import i18n
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.store import backends
 from comfyui_courier.tests.server_routes.helpers import TOKEN, Api, serve_routes
 from comfyui_courier.tests.support.courier import replies_to, running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.polling import job_rows, until
 
 ADMIN, USER = 111, 222

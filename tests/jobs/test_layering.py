@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import comfyui_courier
 import pytest
+
+import comfyui_courier
 
 PACK_ROOT = Path(comfyui_courier.__file__).resolve().parent
 PACK_NAMES = ("comfyui_courier", PACK_ROOT.name)  # how tests and ComfyUI name the pack

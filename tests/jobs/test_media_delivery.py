@@ -12,6 +12,7 @@ API emulator, real PostgreSQL, real ComfyUI (weight-free graphs of core nodes).
 from __future__ import annotations
 
 import pytest
+
 from comfyui_courier import i18n
 from comfyui_courier.store import commands
 from comfyui_courier.tests.jobs.test_delivery_faults import ended, sent
@@ -31,7 +32,8 @@ def batch_graph() -> dict:
             "command": "album", "prompt": "", "seed": 0, "width": 96, "height": 64, "image": "",
             "chat_id": "", "user_id": "", "options": "n=4"}},
         "2": {"class_type": "RepeatImageBatch", "inputs": {"image": ["1", 1], "amount": ["1", 10]}},
-        "3": {"class_type": "CourierTelegramOutput", "inputs": {"images": ["2", 0], "filename_prefix": "courier/album"}},
+        "3": {"class_type": "CourierTelegramOutput",
+              "inputs": {"images": ["2", 0], "filename_prefix": "courier/album"}},
     }
 
 
@@ -87,7 +89,7 @@ async def test_n_results_go_as_one_album_of_files_and_one_of_photos(start, botap
         (line,) = [c for c in sent(botapi_bot, "sendMessage", USER) if c.params["text"] == "⬆️ 3 results"]
         assert line.result["reply_to_message"]["message_id"] == documents.result[0]["message_id"]
         assert [o["message_ids"] for o in outputs] == [
-            [d["message_id"], p["message_id"]] for d, p in zip(documents.result, photos.result)
+            [d["message_id"], p["message_id"]] for d, p in zip(documents.result, photos.result, strict=True)
         ][:2] + [[documents.result[2]["message_id"], photos.result[2]["message_id"], line.result["message_id"]]]
         (buttons,) = sent(botapi_bot, "editMessageReplyMarkup", USER)  # an album can carry none: the line does
         assert buttons.params["message_id"] == line.result["message_id"]
@@ -143,6 +145,6 @@ async def test_files_the_server_refuses_with_413_are_announced_one_by_one(start,
     notices = [c.params["text"] for c in sent(botapi_bot, "sendMessage", USER)
                if "MB" in c.params["text"] and "cards" not in c.params["text"]]
     assert [o["kind"] for o in outputs] == ["too_large"] * 2
-    assert [o["filename"] in text for o, text in zip(outputs, notices)] == [True, True]
+    assert [o["filename"] in text for o, text in zip(outputs, notices, strict=True)] == [True, True]
     assert all(text.endswith(i18n.text("en", "result_refused_for_size", filename="x", size_mb=1).split(": ", 1)[1])
                for text in notices)

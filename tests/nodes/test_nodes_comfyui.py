@@ -7,9 +7,10 @@ saves its render and sends nothing (sending with the editor's proof: tests/secur
 import json
 
 import pytest
+from PIL import Image
+
 from comfyui_courier.jobs.comfy_client import ComfyClient, ComfyError
 from comfyui_courier.tests.support.requires import require_module
-from PIL import Image
 
 USER = 4242
 BOOT_S = 90

@@ -13,6 +13,7 @@ import time
 
 import aiohttp
 import pytest
+
 from comfyui_courier.jobs.comfy_client import ComfyClient, ComfyError
 from comfyui_courier.store import commands
 from comfyui_courier.tests.support.courier import running_courier
@@ -57,7 +58,8 @@ async def test_a_published_send_to_chat_reaches_only_the_jobs_chat(comfyui, bota
         started = time.monotonic()
         while not any(c.method == "sendDocument" and str(c.params.get("chat_id")) == str(USER)
                       for c in botapi_bot.calls):
-            assert time.monotonic() - started < TIMEOUT_S, [(c.method, c.params) for c in botapi_bot.calls if c.method != "getUpdates"][-6:]
+            assert time.monotonic() - started < TIMEOUT_S, [(c.method, c.params) for c in botapi_bot.calls
+                                                            if c.method != "getUpdates"][-6:]
             await asyncio.sleep(0.1)
     assert [c for c in botapi_bot.calls if c.method in ("sendDocument", "sendPhoto")
             and str(c.params.get("chat_id")) == str(VICTIM)] == []

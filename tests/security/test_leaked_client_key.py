@@ -12,6 +12,7 @@ import uuid
 
 import aiohttp
 import pytest
+
 from comfyui_courier.anyone.gateway import (
     CREDENTIAL_HEADER,
     Policy,
@@ -110,19 +111,19 @@ async def test_the_attacks_of_a_credential_holder_are_refused_and_a_bot_job_stil
                 assert await status("POST", "/interrupt", json={}) == 403
                 assert await status("POST", "/interrupt", json={"prompt_id": job}) == 403
                 assert await status("GET", "/ws", params={"clientId": bot.client_id}) == 403
-                async with aiohttp.ClientSession() as stranger:  # the leaked key alone
-                    async with stranger.post(f"{url}/courier/files/delete",
-                                             json={"files": [], "prompt_ids": [job]}) as reply:
-                        assert reply.status == 403
+                async with (aiohttp.ClientSession() as stranger,  # the leaked key alone
+                            stranger.post(f"{url}/courier/files/delete",
+                                          json={"files": [], "prompt_ids": [job]}) as reply):
+                    assert reply.status == 403
         result = await asyncio.wait_for(bot.run_prompt(demo_graph(str(uuid.uuid4()))), JOB_S)
         assert result.files and all(file.subfolder.startswith("courier") for file in result.files)
         first = result.files[0]
         assert (await bot.view(first.filename, first.subfolder, first.type)).startswith(b"\x89PNG")
         entry = await bot.history(result.prompt_id)
         assert entry is not None and entry.status_str == "success"
-        async with aiohttp.ClientSession(headers={CREDENTIAL_HEADER: OTHER}) as attacker:
-            async with attacker.get(f"{url}/history/{result.prompt_id}") as reply:
-                seen = await reply.text()  # by id it answers, without the bot's graph or client id
+        async with (aiohttp.ClientSession(headers={CREDENTIAL_HEADER: OTHER}) as attacker,
+                    attacker.get(f"{url}/history/{result.prompt_id}") as reply):
+            seen = await reply.text()  # by id it answers, without the bot's graph or client id
         assert reply.status == 200 and result.prompt_id in json.loads(seen)
         assert bot.client_id not in seen and "leak test" not in seen
         await bot.cancel(result.prompt_id)  # its own prompt: delete and interrupt pass (nothing left to stop)

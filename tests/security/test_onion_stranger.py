@@ -11,6 +11,7 @@ import time
 import aiohttp
 import pytest
 from aiohttp import web
+
 from comfyui_courier.anyone import describe_proxy_error, make_session
 from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER
 from comfyui_courier.config import Settings

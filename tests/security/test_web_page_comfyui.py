@@ -18,6 +18,7 @@ import urllib.request
 import asyncpg
 import pytest
 from aiohttp import web
+
 from comfyui_courier.editor_proof import PROOF_KEY, sign
 from comfyui_courier.store import access
 from comfyui_courier.tests.browser.cdp import Chromium
@@ -213,7 +214,7 @@ async def test_dns_rebinding_and_cross_origin_pages_reach_nothing(comfyui_with_b
         async with Chromium(binary, tmp_path / "profile",
                             "--host-resolver-rules=MAP evil.example 127.0.0.1") as browser:
             page = await browser.new_page()
-            for (_, port), origin in zip(pages, ("evil.example", "127.0.0.1")):
+            for (_, port), origin in zip(pages, ("evil.example", "127.0.0.1"), strict=True):
                 await page.goto(f"http://{origin}:{port}/")
                 results = await page.wait_for("window.done", timeout=30, what=f"the {origin} page's requests")
                 assert all(r == "opaque" or str(r).startswith("failed") for r in results), results

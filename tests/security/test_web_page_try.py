@@ -28,11 +28,12 @@ import re
 import aiohttp
 import pytest
 from aiohttp import web
+from PIL import Image
+
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.fixtures.comfyui import free_port
 from comfyui_courier.tests.support.requires import require_chromium
 from comfyui_courier.tryout import start_emulator
-from PIL import Image
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,11 +14,11 @@ import pytest
 from aiohttp import ClientSession, web
 
 from comfyui_courier.config import load_settings
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.runtime import COURIER, Courier
 from comfyui_courier.server_routes import ROUTE_TABLES
 from comfyui_courier.server_routes.commands import NODE_TYPES
 from comfyui_courier.tests.server_routes import helpers
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 
 
 @pytest.fixture

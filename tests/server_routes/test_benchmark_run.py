@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from comfyui_courier.config import load_settings
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.runtime import Courier
 from comfyui_courier.store import jobs
 from comfyui_courier.tests.server_routes.helpers import TOKEN
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 
 ADMIN = 77
 OWNER = 4343

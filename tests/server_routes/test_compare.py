@@ -3,11 +3,12 @@
 import io
 
 import pytest
+from PIL import Image
+from yarl import URL
+
 from comfyui_courier.gpu.compare import reference_data
 from comfyui_courier.gpu.runs import BenchmarkRun
 from comfyui_courier.gpu.storage import save_run
-from PIL import Image
-from yarl import URL
 
 XEON = "Intel(R) Xeon(R) CPU @ 2.20GHz"
 H200 = "NVIDIA H200"

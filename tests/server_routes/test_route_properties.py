@@ -13,14 +13,14 @@ import json
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings
 from aiohttp import ClientSession
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from yarl import URL
 
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.server_routes import helpers
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 
 EXAMPLES = settings(max_examples=500, deadline=None, database=None,  # no .hypothesis folder in the pack
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,6 +1,7 @@
 """The claim reads the backends table: health, drain and model lists."""
 
 import pytest
+
 from comfyui_courier.store import backends, jobs
 from comfyui_courier.tests.support import jobs as support_jobs
 

@@ -4,6 +4,7 @@ race on separate connections, the pending edit (one per user and chat, expiring)
 import asyncio
 
 import pytest
+
 from comfyui_courier.store import buttons, jobs, sessions
 from comfyui_courier.store.pool import connect
 from comfyui_courier.tests.support import jobs as support_jobs

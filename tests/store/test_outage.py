@@ -5,6 +5,7 @@ import asyncio
 
 import asyncpg
 import pytest
+
 from comfyui_courier.store import StoreError
 from comfyui_courier.store.db import acquire
 from comfyui_courier.store.errors import is_outage
