@@ -101,23 +101,21 @@ def generate_client_auth(address: str) -> tuple[str, str]:
 
 def write_client_credential(client_auth_dir: Path, name: str, client_line: str) -> Path:
     """Store a client line where our anon (ClientOnionAuthDir) reads it; owner-only file."""
-    if not CLIENT_NAME.match(name):
-        raise ClientAuthError(f"client name must be 1-64 of A-Z a-z 0-9 _ -: {name!r}")
-    client_auth_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = client_auth_dir / f"{name}.auth_private"
-    path.touch(mode=0o600)
-    path.write_text(client_line.strip() + "\n")
-    return path
+    return _write_secret_line(client_auth_dir, f"{name}.auth_private", name, client_line)
 
 
 def write_bot_credential(credentials_dir: Path, name: str, credential_line: str) -> Path:
     """Store a credential line (``<address> <token>``) where a Courier bot reads it; owner-only file."""
-    if not CLIENT_NAME.match(name):
-        raise ClientAuthError(f"client name must be 1-64 of A-Z a-z 0-9 _ -: {name!r}")
-    credentials_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = credentials_dir / f"{name}{CREDENTIAL}"
+    return _write_secret_line(credentials_dir, f"{name}{CREDENTIAL}", name, credential_line)
+
+
+def _write_secret_line(folder: Path, file_name: str, client_name: str, line: str) -> Path:
+    if not CLIENT_NAME.match(client_name):
+        raise ClientAuthError(f"client name must be 1-64 of A-Z a-z 0-9 _ -: {client_name!r}")
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / file_name
     path.touch(mode=0o600)
-    path.write_text(credential_line.strip() + "\n")
+    path.write_text(line.strip() + "\n")
     return path
 
 

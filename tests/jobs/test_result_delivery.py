@@ -9,11 +9,12 @@
 import asyncio
 import json
 import struct
+import time
 import uuid
 
 import asyncpg
 import pytest
-from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
+
 from comfyui_courier.jobs.comfy_client import (
     PUSH_MAX_BYTES,
     WS_MAX_MSG_BYTES,
@@ -26,11 +27,11 @@ from comfyui_courier.jobs.prompt_job import result_files
 from comfyui_courier.jobs.workflow import OUTPUT_NODE, fill_job, nodes_of
 from comfyui_courier.tests.nodes import test_nodes_comfyui as node_tests
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.requires import require_module
 
 USER = 4242
 JOB_S = 60
-comfyui_with_bot = node_tests.comfyui_with_bot  # a ComfyUI whose bot runs inside it (this test's emulator, database)
 output_file = node_tests.output_file
 
 
@@ -139,6 +140,20 @@ async def test_a_job_through_the_bot_gets_the_pushed_result(comfyui, botapi, bot
     sent = botapi_bot.file_bytes(call.result["document"]["file_id"])
     assert [(o["filename"], o["via"]) for o in outputs] == [(call.result["document"]["file_name"], "websocket")]
     assert sent == (comfyui.base_directory / "output" / "courier" / outputs[0]["filename"]).read_bytes()
+
+
+@pytest.fixture
+async def comfyui_with_bot(comfyui_factory, botapi, botapi_bot, pg_database):
+    """A ComfyUI whose bot runs inside it, on this test's emulator and database, once its bot is up."""
+    server = comfyui_factory(start=False, env={
+        "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
+        "COURIER_DATABASE_URL": pg_database, "COURIER_ALLOWED_USERS": str(USER)})
+    await asyncio.to_thread(server.start)
+    deadline = time.monotonic() + JOB_S
+    while (bot := (await asyncio.to_thread(server.get_json, "/courier/health"))["components"]["bot"])["state"] != "ok":
+        assert bot["state"] in ("starting", "off") and time.monotonic() < deadline, f"{bot}\n{server.log_tail()}"
+        await asyncio.sleep(0.25)
+    return server
 
 
 async def test_the_bot_inside_comfyui_takes_the_bytes_in_memory(comfyui_with_bot, botapi_bot, pg_database):
