@@ -27,7 +27,8 @@ The path is judged as ComfyUI will see it: split on ``/``, each segment
 percent-decoded; an empty, ``.`` or ``..`` segment, or one that decodes to a
 slash or backslash, is refused, and the raw path is forwarded unchanged. The
 target is fixed (the local ComfyUI) and so is the ``Host`` it is sent (the
-target's ``127.0.0.1:PORT``, so ComfyUI's own Host checks see a loopback request).
+target's ``127.0.0.1:PORT``, so ComfyUI's own Host checks see a loopback request;
+with ``expose_ui`` the client's ``.anon`` Host, which the editor's Origin matches).
 Bodies that need no check stream both ways, hop-by-hop headers are dropped, and
 websocket frames (text and binary: ComfyUI's previews) pass both ways.
 """
@@ -408,7 +409,8 @@ async def _forward(request: web.Request) -> web.StreamResponse:
                     query_string=request.rel_url.raw_query_string, encoded=True)
     headers = _end_to_end(request.headers, websocket=request.headers.get("Upgrade", "").lower() == "websocket")
     headers.popall(CREDENTIAL_HEADER, None)
-    headers["Host"] = f"{target.raw_host}:{target.port}"
+    if not request.app[EXPOSE_UI]:  # the editor, passed whole, keeps its .anon Host (ComfyUI compares it with Origin)
+        headers["Host"] = f"{target.raw_host}:{target.port}"
     if forward.reply is not None:
         headers.popall("Accept-Encoding", None)  # a reply we rewrite comes as plain JSON
     if request.headers.get("Upgrade", "").lower() == "websocket":

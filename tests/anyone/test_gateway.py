@@ -264,6 +264,7 @@ async def test_expose_ui_passes_everything_but_keeps_the_target():
     async with serve_app(backend.app()) as target, serve_app(gateway_app(target, expose_ui=True)) as url:
         assert await raw_request(url, "GET /userdata/comfy.settings.json") == (
             200, b"backend GET /userdata/comfy.settings.json")
+    assert backend.seen[-1][2]["Host"] == "x.anon"  # the editor's Origin names it: ComfyUI compares the two
 
 
 async def test_an_unreachable_comfyui_is_a_502():
