@@ -218,7 +218,7 @@ async def end_cancelled(context: CourierContext, cancelled: jobs.Cancelled) -> i
 async def show_cancelled(context: CourierContext, job: jobs.Job) -> None:
     """Edit a cancelled queued job's "Queued" reply (also one still on its way) to say it was cancelled."""
     message_id = job.status_message_id
-    if message_id is None and (on_its_way := context.bot_data.queued_replies.get(job.id)) is not None:
+    if message_id is None and (on_its_way := context.bot_data.queued_replies.on_its_way(job.id)) is not None:
         message_id = await on_its_way
     if message_id is None:  # none went: the /cancel reply says it
         return

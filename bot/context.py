@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 from collections.abc import Awaitable, Callable
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from .. import i18n
 from ..config import Settings
-from ..jobs.submit import announce, submit
+from ..jobs.submit import submit
 from .parsing import profile
-from .progress import STATUS, STATUS_SLOTS
-from .sink import delete_message
+from .progress import STATUS
+from .queued_reply import QueuedReplies
 
 CHOSEN_LANGUAGE = "language"
 """The ``user_data`` key of the language the user chose with /lang (None: none chosen)."""
@@ -29,13 +28,8 @@ class BotData:
     settings: Settings | None = None
     store: object = None
     dispatcher: object = None
-    announcing: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(STATUS_SLOTS))
-    """"Queued" replies under way: the rest wait before reading their queue position, so a burst
-    of commands does not flood PostgreSQL with position reads that Telegram's pace makes stale."""
-    queued_replies: dict[int, asyncio.Future] = dataclasses.field(default_factory=dict)
-    """The "Queued" replies on their way to Telegram, by job id, each resolving to its message id
-    (None: it did not go). A job started meanwhile edits its reply rather than post a second
-    status message (``TelegramSink.status``)."""
+    queued_replies: QueuedReplies = dataclasses.field(default_factory=QueuedReplies)
+    """The "Queued" replies on their way to Telegram (``queued_reply``)."""
     albums: dict[tuple[int, str], bool] = dataclasses.field(default_factory=dict)
     """(chat id, media group id) of the latest albums, oldest first -> whether the album had its
     command or its hint (``handlers.note_album``)."""
@@ -102,21 +96,7 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
                               refuse=lambda count: message.reply_text(self.nt(update, "too_many_jobs", count)),
                               quota=quota)
         if job_id is not None:
-            self.application.create_task(self._announce(job_id, post_status, message.chat_id),
-                                         update=update, name=f"courier-queued-{job_id}")
+            self.application.create_task(
+                self.bot_data.queued_replies.send(self.bot, self.pool, job_id, message.chat_id, post_status),
+                update=update, name=f"courier-queued-{job_id}")
         return job_id
-
-    async def _announce(self, job_id: int, post_status: Callable, chat_id: int) -> None:
-        async def post_and_tell(position: int) -> int:
-            on_its_way = asyncio.get_running_loop().create_future()
-            self.bot_data.queued_replies[job_id] = on_its_way
-            message_id = None
-            try:
-                message_id = await post_status(position)
-                return message_id
-            finally:
-                on_its_way.set_result(message_id)
-                del self.bot_data.queued_replies[job_id]
-
-        async with self.bot_data.announcing:
-            await announce(self.pool, job_id, post_and_tell, functools.partial(delete_message, self.bot, chat_id))

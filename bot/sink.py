@@ -23,10 +23,10 @@ from .sending import send
 class TelegramSink:
     """One per bot: status edits of all jobs share its per-chat throttle."""
 
-    def __init__(self, bot: Bot, progress_interval_s: float, queued_replies: dict):
+    def __init__(self, bot: Bot, progress_interval_s: float, queued_replies):
         self.bot = bot
         self.throttle = ChatThrottle(progress_interval_s)
-        self.queued_replies = queued_replies  # BotData.queued_replies, which the bot's handlers fill
+        self.queued_replies = queued_replies  # BotData.queued_replies (a QueuedReplies), which the handlers fill
 
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
         sent = await send(lambda: self.bot.send_message(chat_id, text, **reply_args(reply_to)), "message")
@@ -41,7 +41,7 @@ class TelegramSink:
     def status(self, chat_id: int, message_id: int | None, *, job_id: int | None = None,
                reply_to: int | None = None, adopt=None, moved=None) -> ProgressMessage:
         return ProgressMessage(self.bot, chat_id, message_id, self.throttle, reply_to=reply_to, adopt=adopt,
-                               moved=moved, queued_reply=lambda: self.queued_replies.get(job_id))
+                               moved=moved, queued_reply=lambda: self.queued_replies.on_its_way(job_id))
 
     async def delete_message(self, chat_id: int, message_id: int) -> None:
         await delete_message(self.bot, chat_id, message_id)
