@@ -257,14 +257,19 @@ class HiddenService:
         write_bot_credential(client_auth_dir.parent / CREDENTIALS, BOT_HOST, self.add_credential(BOT_HOST))
         return write_client_credential(client_auth_dir, BOT_HOST, self.add_client(BOT_HOST))
 
-    def add_client(self, name: str) -> str:
-        """Authorize a new client; returns its client line (secret). Applies at the next (re)load."""
+    def _address_for(self, name: str) -> str:
+        """The service's address, for a new client ``name``; ClientAuthError for a bad name or no keys yet."""
         if not CLIENT_NAME.match(name):
             raise ClientAuthError(f"client name must be 1-64 of A-Z a-z 0-9 _ -: {name!r}")
-        address = self.address
+        address = self.address  # read from anon's hostname file
         if address is None:
             raise ClientAuthError("the hidden service has no address yet: start Courier with "
                                   "COURIER_ANYONE=1 once so anon creates its keys")
+        return address
+
+    def add_client(self, name: str) -> str:
+        """Authorize a new client; returns its client line (secret). Applies at the next (re)load."""
+        address = self._address_for(name)
         server, client = generate_client_auth(address)
         self.clients_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.clients_dir / f"{name}.auth").write_text(server + "\n")
@@ -273,12 +278,7 @@ class HiddenService:
     def add_credential(self, name: str) -> str:
         """A new bot-host credential for client ``name``; returns its line ``<address> <token>`` (secret).
         Applies at the next (re)load."""
-        if not CLIENT_NAME.match(name):
-            raise ClientAuthError(f"client name must be 1-64 of A-Z a-z 0-9 _ -: {name!r}")
-        address = self.address
-        if address is None:
-            raise ClientAuthError("the hidden service has no address yet: start Courier with "
-                                  "COURIER_ANYONE=1 once so anon creates its keys")
+        address = self._address_for(name)
         token = secrets.token_urlsafe(32)
         self.clients_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.clients_dir / f"{name}{CREDENTIAL}").write_text(hashlib.sha256(token.encode()).hexdigest() + "\n")
