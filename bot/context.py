@@ -11,8 +11,8 @@ from telegram.ext import Application, CallbackContext, ExtBot
 from .. import i18n
 from ..config import Settings
 from ..jobs.submit import submit
+from .limiter import STATUS
 from .parsing import profile
-from .progress import STATUS
 from .queued_reply import QueuedReplies
 
 CHOSEN_LANGUAGE = "language"

@@ -26,19 +26,14 @@ from collections.abc import Awaitable, Callable
 
 from telegram import Bot, InputMediaPhoto
 from telegram.error import BadRequest, TelegramError
-from telegram.ext import AIORateLimiter
 
 from ..jobs.ports import ChatError
 from ..logs import get_logger
 from ..store.errors import StoreError
+from .limiter import STATUS
 from .sending import send
 
 log = get_logger("progress")
-
-STATUS = "status"
-"""``rate_limit_args`` of a status message (a "Queued" reply, a progress edit): results go first."""
-STATUS_SLOTS = 3
-"""Status messages inside the rate limiter at once: all a result may find ahead of it."""
 
 AdoptFn = Callable[[int], Awaitable[int | None]]
 """Records a newly posted status message unless the job has one; returns the job's."""
@@ -48,37 +43,6 @@ QueuedReplyFn = Callable[[], "asyncio.Future[int | None] | None"]
 """The job's "Queued" reply if it is on its way to Telegram, resolving to its message id."""
 NO_TEXT = "there is no text in the message to edit"
 """Telegram's answer to a text edit of a photo message (a status another run turned into one)."""
-
-
-class ResultsFirstLimiter(AIORateLimiter):
-    """PTB's AIORateLimiter, except that status messages give way to every other request.
-
-    A status message enters the limiter only while no other request waits there, and no more
-    than ``STATUS_SLOTS`` at once, so a result never queues behind a backlog of "Queued"
-    replies and progress edits (which the throttle coalesces meanwhile).
-    """
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self._others = 0
-        self._no_others = asyncio.Event()
-        self._no_others.set()
-        self._status_slots = asyncio.Semaphore(STATUS_SLOTS)
-
-    async def process_request(self, callback, args, kwargs, endpoint, data, rate_limit_args):
-        if rate_limit_args != STATUS:
-            self._others += 1
-            self._no_others.clear()
-            try:
-                return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
-            finally:
-                self._others -= 1
-                if not self._others:
-                    self._no_others.set()
-        async with self._status_slots:
-            while self._others:
-                await self._no_others.wait()
-            return await super().process_request(callback, args, kwargs, endpoint, data, None)
 
 
 class ChatThrottle:

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Awaitable, Callable
 
 from ..jobs.submit import announce
-from .progress import STATUS_SLOTS
+from .limiter import STATUS_SLOTS
 from .sink import delete_message
 
 

@@ -24,9 +24,9 @@ from .access import offer_ownership
 from .admin import admin_menu
 from .context import BotData, CourierContext
 from .handlers import ALLOWED_UPDATES, build_handlers, command_menu, on_error
+from .limiter import ResultsFirstLimiter
 from .outage import finished
 from .polling import Poller
-from .progress import ResultsFirstLimiter
 
 log = get_logger("bot")
 

@@ -16,7 +16,8 @@ from telegram.error import BadRequest, TelegramError
 from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable
 from .delivery import deliver_album, deliver_file, reply_args
 from .keyboards import result_keyboard
-from .progress import STATUS, ChatThrottle, ProgressMessage
+from .limiter import STATUS
+from .progress import ChatThrottle, ProgressMessage
 from .sending import send
 
 

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from comfyui_courier.bot.progress import STATUS, STATUS_SLOTS, ResultsFirstLimiter
+from comfyui_courier.bot.limiter import STATUS, STATUS_SLOTS, ResultsFirstLimiter
 from comfyui_courier.tests.support.courier import running_courier
 
 
