@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import i18n
+from .model_sources import model_url
 
 MESSAGES: Mapping[str, str] = i18n.catalog("en")
 """The English text of each key (the default of every ``render``)."""
@@ -103,8 +104,10 @@ def _node_problem(node_id: str, node_type: str, err: Mapping[str, Any]) -> Probl
         if folder is None and is_model_file(value):
             folder = "models"
         if folder is not None:
-            return Problem("missing_model", {"filename": value, "folder": folder, "node_type": node_type,
-                                             "node_id": node_id, "input_name": input_name})
+            params = {"filename": value, "folder": folder, "node_type": node_type, "node_id": node_id,
+                      "input_name": input_name}
+            url = model_url(value)  # a shipped command's file: where to download it, on the same line
+            return Problem("missing_model_from", {**params, "url": url}) if url else Problem("missing_model", params)
     message, details = err.get("message", ""), err.get("details", "")
     params = {"node_id": node_id, "node_type": node_type, "input_name": input_name,
               "message": message, "details": details, "text": _text(message, details, input_name)}

@@ -27,6 +27,7 @@ from comfyui_courier.jobs.comfy_client import (
     describe_error,
     parse_preview,
 )
+from comfyui_courier.jobs.model_sources import model_url
 from comfyui_courier.tests.fixtures.comfyui import ComfyUIProcess, free_port
 from comfyui_courier.tests.support.fake_comfyui import CORE_NODES, FakeComfyUI
 from comfyui_courier.tests.support.graphs import FLUX
@@ -129,10 +130,13 @@ async def test_missing_model_files_are_summarised(client):
     with pytest.raises(PromptRejected) as info:
         await client.run_prompt(FLUX)
     assert sorted(p.render() for p in info.value.problems) == [
-        "Missing model file ae.safetensors (folder: vae) needed by VAELoader",
-        "Missing model file clip_l.safetensors (folder: text_encoders) needed by DualCLIPLoader",
-        "Missing model file flux1-schnell.safetensors (folder: diffusion_models) needed by UNETLoader",
-        "Missing model file t5xxl_fp16.safetensors (folder: text_encoders) needed by DualCLIPLoader",
+        f"Missing model file ae.safetensors (folder: vae) needed by VAELoader; download: {model_url('ae.safetensors')}",
+        "Missing model file clip_l.safetensors (folder: text_encoders) needed by DualCLIPLoader; "
+        f"download: {model_url('clip_l.safetensors')}",
+        "Missing model file flux1-schnell.safetensors (folder: diffusion_models) needed by UNETLoader; "
+        f"download: {model_url('flux1-schnell.safetensors')}",
+        "Missing model file t5xxl_fp16.safetensors (folder: text_encoders) needed by DualCLIPLoader; "
+        f"download: {model_url('t5xxl_fp16.safetensors')}",
     ]
     assert info.value.node_errors["1"]["class_type"] == "UNETLoader"
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from comfyui_courier import i18n
 from comfyui_courier.jobs.errors import (
     MESSAGES,
     BackendUnavailable,
@@ -18,6 +19,8 @@ from comfyui_courier.jobs.errors import (
     summarize_execution_error,
     summarize_rejection,
 )
+from comfyui_courier.jobs.model_sources import model_url, model_urls
+from comfyui_courier.jobs.seed import seed_manifest
 
 TRANSCRIPT = json.loads((Path(__file__).parents[1] / "fake_comfyui" / "comfyui-0.3.64-api-transcript.json").read_text())
 
@@ -31,17 +34,37 @@ LOADIMAGE_ERROR = {
 }
 
 
-def test_missing_models_name_file_folder_and_loader():
+FLUX_URLS = {model["name"]: model["url"] for model in seed_manifest()["f"]["models"]}
+
+
+def test_missing_models_name_file_folder_loader_and_download():
+    """A shipped command's file: one line each, with the URL commands.json gives for it."""
     problems = summarize_rejection(TRANSCRIPT["missing_model_prompt"]["json"])
     assert sorted(p.render() for p in problems) == [
-        "Missing model file ae.safetensors (folder: vae) needed by VAELoader",
-        "Missing model file clip_l.safetensors (folder: text_encoders) needed by DualCLIPLoader",
-        "Missing model file flux1-schnell.safetensors (folder: diffusion_models) needed by UNETLoader",
-        "Missing model file t5xxl_fp16.safetensors (folder: text_encoders) needed by DualCLIPLoader",
+        f"Missing model file ae.safetensors (folder: vae) needed by VAELoader; download: {FLUX_URLS['ae.safetensors']}",
+        "Missing model file clip_l.safetensors (folder: text_encoders) needed by DualCLIPLoader; "
+        f"download: {FLUX_URLS['clip_l.safetensors']}",
+        "Missing model file flux1-schnell.safetensors (folder: diffusion_models) needed by UNETLoader; "
+        "download: https://huggingface.co/Comfy-Org/flux1-schnell/resolve/main/flux1-schnell.safetensors",
+        "Missing model file t5xxl_fp16.safetensors (folder: text_encoders) needed by DualCLIPLoader; "
+        f"download: {FLUX_URLS['t5xxl_fp16.safetensors']}",
     ]
     unet = next(p for p in problems if p.params["node_type"] == "UNETLoader")
-    assert unet == Problem("missing_model", {"filename": "flux1-schnell.safetensors", "folder": "diffusion_models",
-                                             "node_type": "UNETLoader", "node_id": "1", "input_name": "unet_name"})
+    assert unet == Problem("missing_model_from", {
+        "filename": "flux1-schnell.safetensors", "folder": "diffusion_models", "node_type": "UNETLoader",
+        "node_id": "1", "input_name": "unet_name", "url": FLUX_URLS["flux1-schnell.safetensors"]})
+    for language in i18n.LANGUAGES:  # every catalog keeps the link, each file on a line of its own
+        lines = render_problems(problems, i18n.catalog(language)).splitlines()
+        assert len(lines) == 4 and all(any(url in line for url in FLUX_URLS.values()) for line in lines), language
+
+
+def test_every_shipped_model_file_has_one_download_url():
+    names = {}
+    for entry in seed_manifest().values():
+        for model in entry["models"]:
+            assert model["url"].startswith("https://"), model
+            assert names.setdefault(model["name"], model["url"]) == model["url"], model["name"]
+    assert model_urls() == names and model_url("not-shipped.safetensors") is None
 
 
 @pytest.mark.parametrize("node_type, input_name, folder", [
