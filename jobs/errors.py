@@ -75,6 +75,15 @@ def model_folder(node_type: str, input_name: str) -> str | None:
     return None
 
 
+def file_folder(node_type: str, input_name: str, value: str) -> str | None:
+    """The models folder of ``value`` set on a node's input: a loader's (``model_folder``), ``models``
+    for another node's value with a model file's extension; None if it names no model file."""
+    folder = model_folder(node_type, input_name)
+    if folder is None and is_model_file(value):
+        folder = "models"
+    return folder
+
+
 def summarize_rejection(reply: Mapping[str, Any]) -> list[Problem]:
     """Plain-words problems from a 400 ``POST /prompt`` reply (``{"error", "node_errors"}``)."""
     error = reply.get("error") or {}
@@ -100,9 +109,7 @@ def _node_problem(node_id: str, node_type: str, err: Mapping[str, Any]) -> Probl
     input_name = extra.get("input_name", "")
     value = extra.get("received_value")
     if err.get("type") == "value_not_in_list" and isinstance(value, str):
-        folder = model_folder(node_type, input_name)
-        if folder is None and is_model_file(value):
-            folder = "models"
+        folder = file_folder(node_type, input_name, value)
         if folder is not None:
             params = {"filename": value, "folder": folder, "node_type": node_type, "node_id": node_id,
                       "input_name": input_name}

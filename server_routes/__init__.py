@@ -4,8 +4,20 @@ Access is decided per route by ``api.endpoint`` (admin token, read-only from thi
 webhook's secret; health tells strangers the states only); anyone stays public as before.
 """
 
-from . import anyone, backends, benchmarks, commands, compare, files, health, jobs, sessions, telegram_webhook
+from . import (
+    anyone,
+    backends,
+    benchmarks,
+    commands,
+    compare,
+    files,
+    health,
+    jobs,
+    readiness,
+    sessions,
+    telegram_webhook,
+)
 
 # compare before benchmarks: /courier/benchmarks/compare must win over any /courier/benchmarks/{id}
 ROUTE_TABLES = (health.routes, anyone.routes, telegram_webhook.routes, commands.routes, jobs.routes,
-                sessions.routes, backends.routes, compare.routes, benchmarks.routes, files.routes)
+                sessions.routes, backends.routes, readiness.routes, compare.routes, benchmarks.routes, files.routes)

@@ -4,6 +4,7 @@ import { adminToken, courier, courierResponse, setAdminToken } from "./api.js";
 import { benchmarkChart } from "./chart.js";
 import { h, section } from "./dom.js";
 import { commandNameOf, currentGraph, publishGraph } from "./publish.js";
+import { renderReadiness } from "./readiness.js";
 
 const STATE_COLORS = { ok: "#3c3", starting: "#cc3", off: "#888", error: "#e44" };
 const LIVE_REFRESH_MS = 3000;
@@ -172,7 +173,7 @@ export function renderPanel(element) {
   element.replaceChildren(h("style", {}, STYLE), root);
   const parts = {
     status: h("div"), anyone: h("div"), commands: h("div"), commandStatus: h("div"), queue: h("div"),
-    benchmarks: h("div"),
+    benchmarks: h("div"), readiness: h("div"),
   };
   const tokenHelp = h("div", { "data-courier": "token-help" });
   const failure = reporter(tokenHelp);
@@ -183,6 +184,7 @@ export function renderPanel(element) {
     load(parts.status, renderStatus);
     load(parts.anyone, renderAnyone);
     refreshCommands();
+    load(parts.readiness, renderReadiness);
     load(parts.queue, renderQueue);
     load(parts.benchmarks, renderBenchmarks);
   };
@@ -192,6 +194,7 @@ export function renderPanel(element) {
     section("Onion address", parts.anyone),
     publishSection(failure, refreshCommands),
     section("Commands", parts.commands, parts.commandStatus),
+    section("Models", parts.readiness),
     section("Queue", parts.queue),
     section("Benchmarks", parts.benchmarks));
   refreshAll();

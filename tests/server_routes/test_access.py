@@ -12,7 +12,7 @@ from comfyui_courier.server_routes.api import is_local_browser
 from comfyui_courier.tests.server_routes.helpers import TOKEN, demo_graph
 
 STATUS_ROUTES = ("/courier/commands", "/courier/jobs", "/courier/sessions", "/courier/backends",
-                 "/courier/benchmarks", "/courier/commands/demo/export")
+                 "/courier/benchmarks", "/courier/commands/demo/export", "/courier/readiness")
 ADMIN_CALLS = (("POST", "/courier/commands", {"workflow": demo_graph()}),
                ("PATCH", "/courier/commands/demo", {"enabled": False}),
                ("DELETE", "/courier/commands/demo", None))

@@ -1,0 +1,40 @@
+"""``GET /courier/readiness``: which commands are ready on which backend, and what the others lack.
+
+For each backend this host serves, each command's model files (``jobs/readiness.py``) against the
+models its last health check recorded; a command not ready there lists the files it misses, each
+with its folder and, for a shipped command's file, where to download it. ``ready`` is null for a
+backend not checked yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from aiohttp import web
+
+from ..jobs.backends import shown_url
+from ..jobs.readiness import known_models, needed_files, readiness
+from ..runtime import COURIER
+from ..store import backends as backend_table
+from ..store import commands
+from .api import STATUS, endpoint, json_response, store_of
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/courier/readiness")
+@endpoint(STATUS)
+async def command_readiness(request: web.Request) -> web.Response:
+    courier = request.app[COURIER]
+    pool = store_of(courier).pool
+    urls = [url.rstrip("/") for url in courier.backends()]  # as the dispatcher registers them
+    rows = {row.url: row for row in await backend_table.list_backends(pool, urls)}
+    offered = {url: known_models(rows[url]) if url in rows else None for url in urls}
+    listed = []
+    for command in await commands.list_commands(pool):
+        needed = needed_files(command.workflow)
+        listed.append({"name": command.name, "enabled": command.enabled,
+                       "files": [dataclasses.asdict(file) for file in needed],
+                       "backends": [{"url": shown_url(url), **dataclasses.asdict(readiness(needed, models))}
+                                    for url, models in offered.items()]})
+    return json_response({"backends": [shown_url(url) for url in urls], "commands": listed})
