@@ -3,7 +3,8 @@
 | method | path | access | body |
 | --- | --- | --- | --- |
 | GET | /courier/commands | status | |
-| POST | /courier/commands | admin | ``{workflow, name?, description?, owner?, replace?}`` |
+| POST | /courier/commands | admin | ``{workflow, name?, description?, owner?, replace?}``; a graph without |
+| | | | Telegram nodes with ``auto: true`` (``prompt?``, ``image?``, ``outputs?``, ``dry_run?``) |
 | PATCH | /courier/commands/{name} | admin | ``{enabled}`` |
 | DELETE | /courier/commands/{name} | admin | |
 | GET | /courier/commands/{name}/export | status | |
@@ -17,6 +18,7 @@ from collections.abc import Collection
 
 from aiohttp import web
 
+from ..jobs import autopublish
 from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER, Courier
 from ..store import commands
@@ -34,7 +36,13 @@ PUBLISH_BODY = {
     "description": Field(str, max_length=256),
     "owner": Field(str, max_length=64),
     "replace": Field(bool),
+    "auto": Field(bool),  # a graph without Telegram nodes: the pack finds where they go (jobs/autopublish.py)
+    "prompt": Field(str),  # with auto: these override what it finds
+    "image": Field((str, type(None))),  # null: no picture from the user
+    "outputs": Field(list),
+    "dry_run": Field(bool),  # with auto: only say what it finds, store nothing
 }
+AUTO_CHOICES = ("prompt", "image", "outputs")
 PATCH_BODY = {"enabled": Field(bool, required=True)}
 
 
@@ -50,11 +58,17 @@ async def list_commands(request: web.Request) -> web.Response:
 async def publish_command(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
     body = check_body(await read_json(request), PUBLISH_BODY)
+    auto = _auto_choices(body)
     try:
+        if body.get("dry_run", False):
+            found = publish.found_in(body["workflow"], _node_types(request.app), auto)
+            return json_response({"found": autopublish.summary(body["workflow"], found)})
         published = await publish.publish(
             store_of(courier).pool, body["workflow"], _node_types(request.app), name=body.get("name"),
             description=body.get("description", ""), owner=body.get("owner", "editor"),
-            replace=body.get("replace", False))
+            replace=body.get("replace", False), auto=auto)
+    except autopublish.Unusable as exc:
+        raise ApiError(400, exc.code, str(exc)) from None
     except WorkflowError as exc:
         raise ApiError(400, "bad_workflow", str(exc)) from None
     except publish.ReservedName as exc:
@@ -63,9 +77,10 @@ async def publish_command(request: web.Request) -> web.Response:
         raise ApiError(400, "bad_name", str(exc)) from None
     except publish.NameTaken as exc:
         raise ApiError(409, "command_exists", str(exc)) from None
-    return json_response({"command": publish.summary(published.command),
-                          "menu_updated": await _refresh_menu(courier)},
-                         status=201 if published.created else 200)
+    reply = {"command": publish.summary(published.command), "menu_updated": await _refresh_menu(courier)}
+    if published.found is not None:
+        reply["found"] = published.found
+    return json_response(reply, status=201 if published.created else 200)
 
 
 @routes.patch("/courier/commands/{name:[^/]+}")
@@ -105,6 +120,16 @@ async def export_command(request: web.Request) -> web.Response:
         raise _not_found(name)
     return json_response(command.workflow,
                          headers={"Content-Disposition": f'attachment; filename="{name}.json"'})
+
+
+def _auto_choices(body: dict) -> dict | None:
+    """The choices for ``autopublish.analyze`` when the body asks for ``auto``; None without it."""
+    given = [name for name in (*AUTO_CHOICES, "dry_run") if name in body]
+    if not body.get("auto", False):
+        if given:
+            raise ApiError(400, "bad_body", f"{', '.join(map(repr, given))} only go with \"auto\": true")
+        return None
+    return {name: body[name] for name in AUTO_CHOICES if name in body}
 
 
 def _name(request: web.Request) -> str:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
+from ..jobs import autopublish
 from ..jobs.options import command_options, listing
 from ..jobs.workflow import OUTPUT_NODE, WorkflowError, input_node, nodes_of
 from ..store import commands
@@ -30,10 +31,19 @@ class ReservedName(ValueError):
 class Published(NamedTuple):
     command: commands.Command
     created: bool
+    found: dict[str, Any] | None = None  # with auto: what was found (autopublish.summary)
 
 
 def check_graph(workflow: Any, node_types: Collection[str]) -> None:
     """Raise WorkflowError unless ``workflow`` is an API-format graph that can serve as a command."""
+    check_nodes(workflow, node_types)
+    command_options(workflow)  # one Telegram Input, and a well-formed declaration of options
+    if not nodes_of(workflow, OUTPUT_NODE):
+        raise WorkflowError("a command needs at least one Telegram Output node")
+
+
+def check_nodes(workflow: Any, node_types: Collection[str]) -> None:
+    """Raise WorkflowError unless ``workflow`` is an API-format graph of installed nodes, its links whole."""
     if not isinstance(workflow, dict) or not workflow:
         raise WorkflowError("the workflow must be a non-empty object in ComfyUI's API format "
                             "(node id -> {class_type, inputs})")
@@ -52,9 +62,6 @@ def check_graph(workflow: Any, node_types: Collection[str]) -> None:
                 raise WorkflowError(f"node {node_id!r} input {name!r} links to a missing node {value[0]!r}")
     if unknown:
         raise WorkflowError(f"node types not installed on this ComfyUI: {', '.join(sorted(unknown))}")
-    command_options(workflow)  # one Telegram Input, and a well-formed declaration of options
-    if not nodes_of(workflow, OUTPUT_NODE):
-        raise WorkflowError("a command needs at least one Telegram Output node")
 
 
 def _is_link(value: Any) -> bool:
@@ -87,9 +94,28 @@ def stored_form(workflow: dict, name: str) -> dict:
     return stored
 
 
+def found_in(workflow: Any, node_types: Collection[str], choices: dict[str, Any]) -> autopublish.Found:
+    """What ``autopublish`` finds in a graph without Telegram nodes, with the caller's ``choices``
+    (``prompt``, ``image``, ``outputs``); WorkflowError if it is no graph of installed nodes."""
+    check_nodes(workflow, node_types)
+    return autopublish.analyze(workflow, **choices)
+
+
 async def publish(db, workflow: Any, node_types: Collection[str], *, name: str | None = None,
-                  description: str = "", owner: str | None = None, replace: bool = False) -> Published:
-    """Check ``workflow`` and store it as a command; WorkflowError, ValueError or NameTaken if not."""
+                  description: str = "", owner: str | None = None, replace: bool = False,
+                  auto: dict[str, Any] | None = None) -> Published:
+    """Check ``workflow`` and store it as a command; WorkflowError, ValueError or NameTaken if not.
+
+    With ``auto`` (the choices of ``found_in``) the graph has no Telegram nodes: they are put in
+    (``autopublish.rewritten``), and what runs is the graph stored.
+    """
+    shown = None
+    if auto is not None:
+        found = found_in(workflow, node_types, auto)
+        if name is None:
+            raise ValueError("give the command a name (a graph without a Telegram Input has none)")
+        shown = autopublish.summary(workflow, found)
+        workflow = autopublish.rewritten(workflow, found, command_name({}, name))
     check_graph(workflow, node_types)
     name = command_name(workflow, name)
     existing = await commands.get_command(db, name)
@@ -97,7 +123,7 @@ async def publish(db, workflow: Any, node_types: Collection[str], *, name: str |
         raise NameTaken(f"/{name} exists ({existing.source}); publish with replace to overwrite it")
     command = await commands.put_command(db, name, workflow=stored_form(workflow, name),
                                          description=description.strip(), owner=owner)
-    return Published(command, existing is None)
+    return Published(command, existing is None, shown)
 
 
 def summary(command: commands.Command) -> dict[str, Any]:
