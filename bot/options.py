@@ -12,14 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from ..jobs.options import MAX_SEED, TARGETS, OptionError, OptionSpec, check, offered
+from ..jobs.options import LORA_WEIGHTS, MAX_SEED, REPEATABLE, TARGETS, OptionError, OptionSpec, check, offered
 from .parsing import is_blank, strip_blank
 
 OPTION = re.compile(r"(?:--|—|–)([A-Za-z][A-Za-z0-9_]*)(?:=(.*))?|--", re.DOTALL)
 """An option word: its name and the value after ``=``, if any; or "--" alone, an option without its
 name (a dash alone, — or –, is the prompt's)."""
 REST = "neg"  # the option whose value is the text up to the next option
-EXAMPLES = {"seed": "7", "ar": "16:9", "size": "1024x768", "steps": "4", "n": "2", "neg": "blurry"}
+EXAMPLES = {"seed": "7", "ar": "16:9", "size": "1024x768", "steps": "4", "n": "2", "neg": "blurry",
+            "model": "sdxl", "lora": "detail:0.8", "cfg": "6.5", "strength": "0.6"}
 
 Pairs = list[tuple[str, str | None]]
 
@@ -79,26 +80,52 @@ def choose(typed: Pairs, defaults: Pairs, spec: OptionSpec) -> tuple[dict, Pairs
     """(target -> checked value, the pairs used) of the typed options over the user's defaults.
 
     A typed option must be offered and valid (else OptionError); a default is used only where
-    the command offers it, takes its value, and nothing typed sets the same thing.
+    the command offers it, takes its value, and nothing typed sets the same thing. A repeatable
+    option (``--lora``) gives a tuple of its values, up to its range's high.
     """
     chosen, used, by = {}, [], {}
     for name, value in typed:
         target, checked = check(name, value, spec)
-        if target in chosen:
+        if target in REPEATABLE:
+            checked = _repeated(chosen, target, checked, spec)
+        elif target in chosen:
             both = name if by[target] == name else "/--".join((by[target], name))  # --ar/--size
             raise OptionError("option_twice", name=both)
         chosen[target], by[target] = checked, name
         used.append((name, value))
+    typed_targets = set(chosen)
     for name, value in defaults:
-        if TARGETS.get(name) in chosen:
+        target = TARGETS.get(name)
+        if target in typed_targets or (target in chosen and target not in REPEATABLE):
             continue
         try:
             target, checked = check(name, value, spec)
+            if target in REPEATABLE:
+                checked = _repeated(chosen, target, checked, spec)
         except OptionError:
             continue  # this command cannot take it: its own default stands
         chosen[target] = checked
         used.append((name, value))
     return chosen, used
+
+
+def _repeated(chosen: dict, target: str, value, spec: OptionSpec) -> tuple:
+    """The values of a repeatable option with one more; OptionError beyond its high."""
+    values = (*chosen.get(target, ()), value)
+    high = int(spec.ranges[target][1])
+    if len(values) > high:
+        raise OptionError("option_too_many", name=target, high=high)
+    return values
+
+
+def layered(*sources: Pairs) -> Pairs:
+    """The pairs of each source but those setting what an earlier source sets (the user's defaults
+    over the command's)."""
+    pairs, taken = [], set()
+    for source in sources:
+        pairs += [(name, value) for name, value in source if TARGETS.get(name) not in taken]
+        taken |= {TARGETS.get(name) for name, _ in source}
+    return pairs
 
 
 def option_message(error: OptionError, say: Callable[..., str], command: str, spec: OptionSpec) -> str:
@@ -121,5 +148,15 @@ def option_lines(spec: OptionSpec, say: Callable[..., str]) -> list[str]:
         "steps": lambda: say("help_opt_steps", low=steps[0], high=steps[1], default=spec.steps),
         "n": lambda: say("help_opt_n", high=spec.ranges.get("n", (1, 1))[1]),
         "neg": lambda: say("help_opt_neg"),
+        "model": lambda: say("help_opt_model"),
+        "lora": lambda: say("help_opt_lora", high=int(spec.ranges["lora"][1]), low=format(LORA_WEIGHTS[0], "g"),
+                            top=format(LORA_WEIGHTS[1], "g")),
+        "cfg": lambda: say("help_opt_cfg", **_bounds(spec, "cfg")),
+        "strength": lambda: say("help_opt_strength", **_bounds(spec, "strength")),
     }
     return [lines[name]() for name in offered(spec)]
+
+
+def _bounds(spec: OptionSpec, target: str) -> dict[str, str]:
+    """``low`` and ``high`` of a decimal option's range, as a reply shows them (0.05, 1)."""
+    return dict(zip(("low", "high"), (format(bound, "g") for bound in spec.ranges.get(target) or (0, 0)), strict=True))

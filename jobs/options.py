@@ -2,11 +2,17 @@
 
 A command declares its options on its Telegram Input, in the ``options`` input (commands.json
 writes it for the shipped commands; the node's widget holds it for published ones), for example
-``size=256-2048 steps=1-8 n=4 neg``: a name, optionally ``=low-high`` (or ``=high`` from 1). An
-option is offered only where the graph uses what it sets, so it never silently does nothing:
-``size`` where the Input's width, height or prompt card feeds a node, ``steps`` and ``neg`` where
-their outputs do. ``seed`` is always offered; ``n`` wherever it is declared: one batch when the
-graph takes the Input's ``batch`` output, else ``n`` jobs from seeds seed, seed + 1, ...
+``size=256-2048 steps=1-8 n=4 neg``: a name, optionally ``=low-high`` (or ``=high`` from the
+lowest it takes). An option is offered only where the graph uses what it sets, so it never silently
+does nothing: ``size`` where the Input's width, height or prompt card feeds a node, ``steps`` and
+``neg`` where their outputs do. ``seed`` is always offered; ``n`` wherever it is declared: one batch
+when the graph takes the Input's ``batch`` output, else ``n`` jobs from seeds seed, seed + 1, ...
+
+The model options set the graph's own nodes, not the Input (``jobs/model_graph.py`` applies them
+when the job is queued): ``model`` (a name) the checkpoint loader's file, ``lora=4`` (a name and
+its weight, ``--lora name:0.8``, given up to 4 times) a LoRA chain after it, ``cfg=1-30`` (a
+decimal) the sampler's cfg, and ``strength=0.05-1`` (a decimal) makes the command img2img on a
+picture (its denoise). Each is offered where the graph has the node it sets.
 
 A bad value raises ``OptionError``: a message key of the i18n catalog and its parameters.
 """
@@ -19,6 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from . import model_graph
 from .workflow import WorkflowError, input_node, used_outputs
 
 MAX_SEED = 0xFFFFFFFFFFFFFFFF  # what the Telegram Input and ComfyUI's samplers take
@@ -26,20 +33,33 @@ MAX_N = 4
 SIZE_LIMITS = (16, 8192)  # the Input's width and height widgets
 STEPS_LIMITS = (1, 10000)  # ComfyUI's samplers
 DEFAULT_SIZE, DEFAULT_STEPS = 1024, 20  # the Input's widgets' defaults: what a graph that leaves them out runs with
-DEFAULT_RANGES = {"size": (256, 2048), "steps": (1, 100), "n": (1, MAX_N), "neg": None}
-LIMITS = {"size": SIZE_LIMITS, "steps": STEPS_LIMITS, "n": (1, MAX_N), "neg": None}
+MAX_LORAS = 4
+CFG_LIMITS = (0.0, 100.0)  # KSampler's cfg
+STRENGTH_LIMITS = (0.0, 1.0)  # KSampler's denoise
+LORA_WEIGHTS = (-10.0, 10.0)  # of a --lora name:weight (LoraLoader takes -100 to 100)
+MAX_NAME_CHARS = 200  # of a --model or --lora name as typed
+DEFAULT_RANGES = {"size": (256, 2048), "steps": (1, 100), "n": (1, MAX_N), "neg": None,
+                  "model": None, "lora": (1, MAX_LORAS), "cfg": (1.0, 30.0), "strength": (0.05, 1.0)}
+LIMITS = {"size": SIZE_LIMITS, "steps": STEPS_LIMITS, "n": (1, MAX_N), "neg": None,
+          "model": None, "lora": (1, MAX_LORAS), "cfg": CFG_LIMITS, "strength": STRENGTH_LIMITS}
+DECIMALS = frozenset(("cfg", "strength"))
+"""Options whose values (and declared ranges) are decimals, not whole numbers."""
+REPEATABLE = frozenset(("lora",))
+"""Options a command takes several times: its range is how many (``lora=2``: up to two)."""
 DEFAULT_DECLARATION = "size steps n neg"
 """What an Input without an ``options`` input offers (the widget's default, and old graphs')."""
-TARGETS = {"seed": "seed", "ar": "size", "size": "size", "steps": "steps", "n": "n", "neg": "neg"}
+TARGETS = {"seed": "seed", "ar": "size", "size": "size", "steps": "steps", "n": "n", "neg": "neg",
+           "model": "model", "lora": "lora", "cfg": "cfg", "strength": "strength"}
 """Option name as typed -> what it sets (``--ar`` and ``--size`` both set the size)."""
-SHOWN = ("seed", "ar", "size", "steps", "n", "neg")
+SHOWN = ("seed", "ar", "size", "steps", "n", "neg", "model", "lora", "cfg", "strength")
 """The order /help, the errors and the editor panel list the options in."""
 AR_STEP, SIZE_STEP = 16, 8  # sides from --ar are rounded to multiples of 16, from --size to 8
 
 # Outputs of the Telegram Input (nodes/telegram_input.py RETURN_NAMES)
 IMAGE, WIDTH, HEIGHT, STEPS, NEGATIVE, BATCH = 1, 4, 5, 8, 9, 10
 
-_ITEM = re.compile(r"([a-z]+)(?:=([0-9]{1,5})(?:-([0-9]{1,5}))?)?")
+_ITEM = re.compile(r"([a-z]+)(?:=([0-9.]{1,8})(?:-([0-9.]{1,8}))?)?")
+_DECIMAL = re.compile(r"[0-9]{1,5}(?:\.[0-9]{0,6})?|\.[0-9]{1,6}")
 _SIZE = re.compile(r"([0-9]{1,5})[xX×]([0-9]{1,5})")
 _RATIO = re.compile(r"([0-9]{1,4}):([0-9]{1,4})")
 
@@ -56,7 +76,7 @@ class OptionError(ValueError):
 class OptionSpec:
     """What one command offers: target -> (low, high), or None for a text; plus its defaults."""
 
-    ranges: Mapping[str, tuple[int, int] | None]
+    ranges: Mapping[str, tuple[float, float] | None]
     size: tuple[int, int] = (DEFAULT_SIZE, DEFAULT_SIZE)  # the Input's width and height: what --ar keeps the area of
     steps: int = DEFAULT_STEPS  # the Input's steps
     batch: bool = False  # --n makes one batch (else n jobs)
@@ -80,9 +100,9 @@ class Run:
     inputs: dict[str, Any]
 
 
-def declared(text: str) -> dict[str, tuple[int, int] | None]:
+def declared(text: str) -> dict[str, tuple[float, float] | None]:
     """The options a declaration names, with their ranges; ValueError (saying why) if it is malformed."""
-    ranges: dict[str, tuple[int, int] | None] = {}
+    ranges: dict[str, tuple[float, float] | None] = {}
     for item in text.replace(",", " ").lower().split():
         match = _ITEM.fullmatch(item)
         if not match or match[1] not in DEFAULT_RANGES:
@@ -95,11 +115,22 @@ def declared(text: str) -> dict[str, tuple[int, int] | None]:
             continue
         if limits is None:
             raise ValueError(f"options: {name} takes no range")
-        low, high = (int(first), int(second)) if second is not None else (limits[0], int(first))
+        bounds = [_bound(name, value) for value in (first, second) if value is not None]
+        low, high = bounds if len(bounds) == 2 else (limits[0], bounds[0])
         if not limits[0] <= low <= high <= limits[1]:
-            raise ValueError(f"options: {name} must lie within {limits[0]}-{limits[1]}, low before high")
+            raise ValueError(f"options: {name} must lie within {limits[0]:g}-{limits[1]:g}, low before high")
         ranges[name] = (low, high)
     return ranges
+
+
+def _bound(name: str, text: str) -> float:
+    """One end of a declared range: a decimal for ``DECIMALS``, else a whole number."""
+    if name in DECIMALS and _DECIMAL.fullmatch(text):
+        return float(text)
+    if text.isdigit():
+        return int(text)
+    kind = "a decimal" if name in DECIMALS else "a whole number"
+    raise ValueError(f"options: {name} takes {kind} range, not {text!r}")
 
 
 def command_options(workflow: dict) -> OptionSpec:
@@ -115,7 +146,7 @@ def command_options(workflow: dict) -> OptionSpec:
     used = used_outputs(workflow)
     card = IMAGE in used and not inputs.get("require_image", False)  # the prompt card, sized width x height
     reaches = {"size": bool({WIDTH, HEIGHT} & used) or card, "steps": STEPS in used,
-               "neg": NEGATIVE in used, "n": True}
+               "neg": NEGATIVE in used, "n": True, **model_graph.offered(workflow)}
     return OptionSpec({name: rng for name, rng in ranges.items() if reaches[name]},
                       size=(_number_or(inputs.get("width"), DEFAULT_SIZE),
                             _number_or(inputs.get("height"), DEFAULT_SIZE)),
@@ -135,7 +166,7 @@ def offered(spec: OptionSpec) -> list[str]:
 def listing(spec: OptionSpec) -> list[dict[str, Any]]:
     """The options ``spec`` offers as the editor panel lists them: ``{"name", "low", "high"}``, the
     bounds only where the command sets them (not for --seed, which takes any 64-bit number, nor --ar)."""
-    bounded = {"size", "steps", "n"}
+    bounded = {"size", "steps", "n", "cfg", "strength"}
     return [{"name": name, **dict(zip(("low", "high"), spec.ranges[name], strict=True))} if name in bounded
             else {"name": name} for name in offered(spec)]
 
@@ -160,8 +191,46 @@ def check(name: str, value: str | None, spec: OptionSpec) -> tuple[str, Any]:
         return target, _ratio_size(value, spec)
     if name == "size":
         return target, _size(value, spec)
+    if name == "model":
+        return target, _name(value)
+    if name == "lora":
+        return target, _lora(value)
+    if name in DECIMALS:
+        return target, _decimal(name, value, *spec.ranges[name])
     low, high = (0, MAX_SEED) if name == "seed" else spec.ranges[name]
     return target, _number(name, value, low, high)
+
+
+def _decimal(name: str, value: str, low: float, high: float) -> float:
+    number = float(value) if _DECIMAL.fullmatch(value) else None
+    if number is None or not low <= number <= high:
+        raise OptionError("option_bad_decimal", name=name, value=_shown(value), low=_g(low), high=_g(high))
+    return number
+
+
+def _name(value: str) -> str:
+    """A model's name as typed (which file it means is decided against the backends' lists)."""
+    if len(value) > MAX_NAME_CHARS:
+        raise OptionError("option_bad_name", value=_shown(value), limit=MAX_NAME_CHARS)
+    return value
+
+
+def _lora(value: str) -> tuple[str, float]:
+    """(name, weight) of ``name`` or ``name:weight`` (weight 1 where none is given)."""
+    name, colon, weight = value.rpartition(":")
+    if not colon:
+        return _name(value), 1.0
+    low, high = LORA_WEIGHTS
+    sign, digits = ("-", weight[1:]) if weight.startswith("-") else ("", weight)
+    number = float(sign + digits) if name and _DECIMAL.fullmatch(digits) else None
+    if number is None or not low <= number <= high:
+        raise OptionError("option_bad_lora", value=_shown(value), low=_g(low), high=_g(high))
+    return _name(name), number
+
+
+def _g(number: float) -> str:
+    """A bound as a reply shows it: 1, 0.05."""
+    return format(number, "g")
 
 
 def _number(name: str, value: str, low: int, high: int) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 from .. import i18n
 from ..logs import get_logger
 from ..store import commands
+from . import model_graph
 from .workflow import input_node
 
 log = get_logger("commands")
@@ -29,6 +30,7 @@ def shipped_workflow(entry: dict, seed_dir: Path = SEED_DIR) -> dict:
 ADDED_NODE_TYPES = frozenset((
     "PreviewAny", "PreviewImage", "CourierBenchmark",  # /bench and /compare (bench.benchmark_prompt)
     "UpscaleModelLoader", "ImageUpscaleWithModel",  # /upscale with a model (upscale.with_model)
+    *model_graph.ADDED_NODES,  # --lora and img2img (model_graph.apply)
 ))
 
 

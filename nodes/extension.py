@@ -7,10 +7,11 @@ from typing_extensions import override
 
 from .benchmark import Benchmark
 from .device_assign import DeviceAssign
+from .native_size import NativeSize
 from .telegram_input import TelegramInput
 from .telegram_output import TelegramOutput
 
-NODES: list[type[io.ComfyNode]] = [TelegramInput, TelegramOutput, DeviceAssign, Benchmark]
+NODES: list[type[io.ComfyNode]] = [TelegramInput, TelegramOutput, DeviceAssign, Benchmark, NativeSize]
 
 
 class CourierExtension(ComfyExtension):

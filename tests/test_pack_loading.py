@@ -8,7 +8,8 @@ import comfyui_courier
 from comfyui_courier.tests.support.requires import require_comfy_api
 
 PACK_ROOT = Path(comfyui_courier.__file__).resolve().parent
-NODE_IDS = ["CourierTelegramInput", "CourierTelegramOutput", "CourierDeviceAssign", "CourierBenchmark"]
+NODE_IDS = ["CourierTelegramInput", "CourierTelegramOutput", "CourierDeviceAssign", "CourierBenchmark",
+            "CourierNativeSize"]
 
 
 def test_pack_exports_comfyui_entry_points():
@@ -17,7 +18,7 @@ def test_pack_exports_comfyui_entry_points():
     assert not hasattr(comfyui_courier, "NODE_CLASS_MAPPINGS")  # ComfyUI 0.3.64 would ignore comfy_entrypoint
 
 
-async def test_comfy_entrypoint_gives_the_four_nodes_under_their_ids():
+async def test_comfy_entrypoint_gives_the_five_nodes_under_their_ids():
     api = require_comfy_api()
     extension = await comfyui_courier.comfy_entrypoint()
     assert isinstance(extension, api.ComfyExtension)

@@ -22,16 +22,17 @@ from comfyui_courier.tests.support.fake_comfyui import PACK_OBJECT_INFO
 API_DIR = Path(__file__).resolve().parents[1] / "workflows" / "api"
 MANIFEST = json.loads((API_DIR / "commands.json").read_text(encoding="utf-8"))
 
-COMMAND_ORDER = ["f", "qwen", "dev", "sd3", "wan", "demo", "demoedit", "upscale"]
+COMMAND_ORDER = ["f", "qwen", "dev", "sd3", "wan", "demo", "demoedit", "upscale", "img"]
 IMAGE_COMMANDS = {"qwen", "demoedit", "upscale"}  # the ones the bot must give an image (Input require_image)
 CARD_COMMANDS = {"demo"}  # consume the Input's image output too, but only for its prompt card
 MODEL_FREE = {"demo", "demoedit", "upscale"}
+CHOSEN_MODEL = {"img"}  # the user picks the checkpoint (--model): the graph's file is a stand-in, no manifest model
 LATENT_COMMANDS = ["f", "dev", "sd3", "wan"]  # sized by the Input's width/height
 
 INPUT, OUTPUT = "CourierTelegramInput", "CourierTelegramOutput"
 PROMPT, IMAGE, MASK, SEED, WIDTH, HEIGHT, CHAT_ID, USER_ID, STEPS, NEGATIVE, BATCH = range(11)
-STEPPED = {"f", "dev", "sd3", "qwen"}  # --steps: the sampler's steps come from the Input (not wan's split passes)
-NEGATIVE_PROMPTED = {"sd3", "wan"}  # --neg: a real negative prompt (FLUX and qwen run at cfg 1: none)
+STEPPED = {"f", "dev", "sd3", "qwen", "img"}  # --steps: the sampler's steps come from the Input (not wan's 2 passes)
+NEGATIVE_PROMPTED = {"sd3", "wan", "img"}  # --neg: a real negative prompt (FLUX and qwen run at cfg 1: none)
 BATCHED = {"f", "dev", "sd3"}  # --n as one latent batch; wan (a batch would join the videos) and the rest: n jobs
 
 # Core nodes used by the workflows: output types, and the types of their inputs
@@ -55,6 +56,7 @@ CORE_NODES = {
                                                         "image3": "IMAGE"}),
     "ConditioningZeroOut": (("CONDITIONING",), {"conditioning": "CONDITIONING"}),
     "EmptySD3LatentImage": (("LATENT",), {"width": "INT", "height": "INT", "batch_size": "INT"}),
+    "EmptyLatentImage": (("LATENT",), {"width": "INT", "height": "INT", "batch_size": "INT"}),
     "EmptyHunyuanLatentVideo": (("LATENT",), {"width": "INT", "height": "INT", "length": "INT",
                                               "batch_size": "INT"}),
     "KSampler": (("LATENT",), {"model": "MODEL", "seed": "INT", "steps": "INT", "cfg": "FLOAT",
@@ -95,6 +97,7 @@ def _schema_types(name):
 OUR_NODES = {
     INPUT: (tuple(PACK_OBJECT_INFO[INPUT]["output"]), _schema_types(INPUT)),
     OUTPUT: ((), _schema_types(OUTPUT)),
+    "CourierNativeSize": (tuple(PACK_OBJECT_INFO["CourierNativeSize"]["output"]), _schema_types("CourierNativeSize")),
 }
 NODES = {**CORE_NODES, **OUR_NODES}
 
@@ -152,7 +155,7 @@ def test_manifest_entry_is_well_formed(name):
         assert model["name"] in model["url"]
     names = [m["name"] for m in entry["models"]]
     assert len(names) == len(set(names))
-    assert (names == []) == (name in MODEL_FREE)
+    assert (names == []) == (name in MODEL_FREE | CHOSEN_MODEL)
 
 
 @commands
@@ -308,6 +311,9 @@ def test_manifest_models_match_the_loaders(name):
         for key in keys:
             found[node["inputs"][key]] = folder
     declared = {m["name"]: m["folder"] for m in MANIFEST[name]["models"]}
+    if name in CHOSEN_MODEL:
+        assert list(found.values()) == ["checkpoints"] and not declared
+        return
     assert found == declared
 
 
@@ -365,7 +371,8 @@ def test_steps_negative_and_batch_come_from_the_telegram_input(name):
 
 @pytest.mark.parametrize("name", sorted(STEPPED))
 def test_the_input_keeps_each_sampler_s_default_steps(name):
-    assert load(name)[input_id(load(name))]["inputs"]["steps"] == {"f": 4, "qwen": 4, "dev": 20, "sd3": 20}[name]
+    defaults = {"f": 4, "qwen": 4, "dev": 20, "sd3": 20, "img": 20}
+    assert load(name)[input_id(load(name))]["inputs"]["steps"] == defaults[name]
 
 
 def test_wan_keeps_its_negative_prompt_as_the_input_s_default():

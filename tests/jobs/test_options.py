@@ -33,7 +33,7 @@ def spec_of(name: str) -> OptionSpec:
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("", {}),
-    ("size steps n neg", DEFAULT_RANGES),
+    ("size steps n neg", {name: DEFAULT_RANGES[name] for name in ("size", "steps", "n", "neg")}),
     ("size=256-2048, steps=1-8 n=4", {"size": (256, 2048), "steps": (1, 8), "n": (1, 4)}),
     ("STEPS=50", {"steps": (1, 50)}),
 ])

@@ -383,6 +383,7 @@ CORE_NODES: dict[str, NodeSpec] = {
 _PACK_RUNNERS = {
     "CourierTelegramInput": (_telegram_input, ("image", _input_exists("Input image not found: {}"))),
     "CourierTelegramOutput": (_telegram_output, None),
+    "CourierNativeSize": (None, None),  # it reads a loaded model: runs only where weights do
 }
 
 
