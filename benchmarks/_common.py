@@ -8,12 +8,14 @@ because the pack's root is not an importable package name.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import importlib.util
 import json
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +32,34 @@ def figure(name: str, value, unit: str) -> dict:
     FIGURES.append(line)
     print(json.dumps(line), flush=True)
     return line
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+MESSAGE_METHODS = ("send", "edit", "delete", "copy", "forward")
+"""What Telegram's limits count: the methods that post, change or remove a message."""
+
+
+def is_message(method: str) -> bool:
+    """Whether a Bot API method counts against Telegram's limits (``sendChatAction`` does not)."""
+    method = method.lower()
+    return method.startswith(MESSAGE_METHODS) and method != "sendchataction"
+
+
+def is_done(call) -> bool:
+    """Whether an emulator call is a job's last word, "Done in N s", as a message's text or a file's
+    caption (English)."""
+    return str(call.params.get("text") or call.params.get("caption") or "").startswith("Done in")
+
+
+def max_in_window(times: Iterable[float], window: float) -> int:
+    """The most of ``times`` (seconds) in any half-open span ``[t, t + window)``, sliding."""
+    ordered = sorted(times)
+    return max((bisect.bisect_left(ordered, start + window, lo=index) - index
+                for index, start in enumerate(ordered)), default=0)
 
 
 def note(message: str) -> None:
@@ -126,13 +156,16 @@ def cpu_seconds(pid: int) -> float:
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
-def settle(server, timeout: float) -> tuple[float | None, str]:
-    """Wait until the pack's database is ok or error; (seconds since spawn, state)."""
+def settle(server, timeout: float, components=("database",)) -> tuple[float | None, str]:
+    """Wait until each of the pack's ``components`` is ok or error; (seconds since spawn, the
+    worst state: error, else ok)."""
     deadline = time.monotonic() + timeout
     state = "unknown"
     while time.monotonic() < deadline:
         with contextlib.suppress(AssertionError, OSError, KeyError, ValueError):
-            state = server.get_json("/courier/health", timeout=2)["components"]["database"]["state"]
+            report = server.get_json("/courier/health", timeout=2)["components"]
+            states = {report[name]["state"] for name in components}
+            state = "error" if "error" in states else states.pop() if len(states) == 1 else "starting"
         if state in ("ok", "error"):
             return time.monotonic() - server.started_at, state
         time.sleep(0.05)

@@ -3,13 +3,17 @@
 ``Trace.install()`` wraps a few functions of the pack, each at the attribute its caller looks up
 when it runs, so nothing else changes; install it before the Courier starts (the bot's handlers
 are wired then). Benchmarks run one job at a time, so every mark belongs to the job begun last.
+A bot in a process of its own records its marks with a ``Recorder``; the benchmark's ``Trace``
+``adopt``s them (``time.perf_counter`` is the system's monotonic clock, the same in every process).
 ``steps()`` gives each step's time since the one before, in milliseconds: the median, and the
 99th percentile (where the slow jobs lose their time).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import json
 import statistics
 import time
 
@@ -44,6 +48,14 @@ class Trace:
         first time counts)."""
         if self.jobs:
             self.jobs[-1].setdefault(step, time.perf_counter() if at is None else at)
+
+    def adopt(self, marks: list[tuple[str, float]]) -> None:
+        """Marks made elsewhere (a ``Recorder``'s), each to the job begun last before it."""
+        begun = [job["injected"] for job in self.jobs]
+        for step, at in marks:
+            index = bisect.bisect_right(begun, at) - 1
+            if index >= 0:
+                self.jobs[index].setdefault(step, at)
 
     def drop(self) -> None:
         """Forget the current job (a warm-up)."""
@@ -100,3 +112,18 @@ class Trace:
             times = sorted((job[name] - job[previous]) * 1000 for job in complete)
             found.append((name, what, statistics.median(times), times[round(0.99 * (len(times) - 1))]))
         return found
+
+
+class Recorder(Trace):
+    """The marks alone, in the order made, for a ``Trace`` in another process (``save`` writes them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.marks: list[tuple[str, float]] = []
+
+    def mark(self, step: str, at: float | None = None) -> None:
+        self.marks.append((step, time.perf_counter() if at is None else at))
+
+    def save(self, path) -> None:
+        with open(path, "w") as out:
+            json.dump(self.marks, out)

@@ -21,7 +21,8 @@ an idle core).
   finish after the nine were sent and before the last of the nine (the ones already running or
   pipelined on the backend); the flooder's rest is then cancelled.
 - ``duplicate_deliveries``: result files the bot sent over the whole run beyond one per
-  succeeded job (each job of the graph makes one picture); 0 is the goal.
+  delivered job (each job of the graph makes one picture): a succeeded job, or one cancelled
+  after its file went (a delivery row of its own); 0 is the goal.
 
     COMFYUI_DIR=/path/to/ComfyUI python benchmarks/backlog.py [--rounds 3] [--depth 2] [--budget 480]
 
@@ -165,12 +166,21 @@ async def bot_round(courier, bot, client, tag: str, deadline: Deadline, users=US
 
 
 async def duplicate_deliveries(courier, bot) -> int:
-    """Result files sent beyond one per succeeded job (each job of the graph makes one picture)."""
+    """Result files sent beyond one per delivered job (each job of the graph makes one picture)."""
     async with courier.store.pool.acquire() as conn:
-        succeeded = await conn.fetchval("SELECT count(*) FROM courier_jobs WHERE status = 'succeeded'")
+        jobs = await conn.fetch("SELECT j.status, EXISTS (SELECT 1 FROM courier_deliveries d WHERE d.job_id = j.id) "
+                                "AS delivering FROM courier_jobs j")
     sent = sum(1 for call in bot.outbox if call.method == "sendDocument" and call.ok)
-    note(f"{sent} result files sent for {succeeded} succeeded jobs")
-    return sent - succeeded
+    delivered = delivered_jobs([(job["status"], job["delivering"]) for job in jobs])
+    note(f"{sent} result files sent for {delivered} delivered jobs")
+    return sent - delivered
+
+
+def delivered_jobs(jobs: list[tuple[str, bool]]) -> int:
+    """Of (status, whether a delivery of its file began), the jobs whose file is expected to have
+    gone once: the succeeded ones, and those cancelled once their file was on its way (a flood's
+    job /cancel met as its result went out)."""
+    return sum(1 for status, delivering in jobs if status == "succeeded" or (status == "cancelled" and delivering))
 
 
 async def fairness(courier, bot, deadline: Deadline) -> int:

@@ -30,25 +30,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from _common import Deadline, figure, load_pack, load_runner, note
+from _bot_process import bot_process
+from _common import Deadline, figure, is_message, load_pack, note, percentile
 
 INGEST_RATE_GUESS = 20.0
 """Commands per second assumed when sizing a run to the budget (today's rate, pessimistic)."""
 DRAIN_RATE = 30.0
 """Replies per second once ingest is done: AIORateLimiter's overall limit, paid on the way out."""
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+WARM_UP = 20
+"""Commands sent and committed before the measured burst, each from a chat of its own."""
+CHAT_BASE, WARM_UP_CHAT = 1_000_000, 900_000
 
 
 class CpuMeter:
@@ -93,78 +89,97 @@ class CpuMeter:
 
 async def ingest(chats: int, commands: int, deadline: Deadline) -> list[tuple[str, float, str]]:
     """The ingest figures: ``commands`` /demo commands from ``chats`` chats in one burst."""
-    result = await _burst(chats, commands, deadline)
-    latencies = result["latencies"]
-    if not latencies:
-        sys.exit("no job row committed")
+    result = await burst(chats, commands, deadline)
     note(f"{chats} chats, {commands} commands: {result['rows']} job rows in {result['seconds']:.1f} s; "
-         f"{len(latencies)} with their getUpdates delivery seen")
+         f"{len(result['latencies'])} with their getUpdates delivery seen")
     cpu = result["cpu"]
-    return [("ingest_updates_per_s", result["rows"] / result["seconds"], "jobs/s"),
-            ("enqueue_p99_ms", percentile(latencies, 99), "ms"),
-            ("enqueue_median_ms", statistics.median(latencies), "ms"),
-            ("injected_to_commit_p99_ms", percentile(result["from_injection"], 99), "ms"),
+    return [*ingest_figures(result),
             ("lost_jobs", result["lost"], "jobs"),
             ("load_commands", commands, "commands"),
+            ("reply_drain_s", result["drain_s"], "s"),
+            ("replies_per_command", result["replies"] / commands, "requests"),
             *((f"ingest_{name}_ms", seconds * 1000 / commands, "ms/command")
               for name, seconds in (("bot_cpu", cpu["bot"]), ("cpu_wait", cpu["wait"]),
                                     ("postgres_cpu", cpu["postgres"]), ("emulator_cpu", cpu["emulator"])))]
 
 
-async def _burst(chats: int, commands: int, deadline: Deadline) -> dict:
+def ingest_figures(result: dict, suffix: str = "") -> list[tuple[str, float, str]]:
+    """The rate and the commit latencies of a ``burst``."""
+    latencies = result["latencies"]
+    if not latencies:
+        sys.exit("no job row committed")
+    return [(f"ingest_updates_per_s{suffix}", result["rows"] / result["seconds"], "jobs/s"),
+            (f"enqueue_p99_ms{suffix}", percentile(latencies, 99), "ms"),
+            (f"enqueue_median_ms{suffix}", statistics.median(latencies), "ms"),
+            (f"injected_to_commit_p99_ms{suffix}", percentile(result["from_injection"], 99), "ms")]
+
+
+async def burst(chats: int, commands: int, deadline: Deadline, *, backend: str | None = None,
+                drain_reserve_s: float | None = None) -> dict:
+    """``commands`` /demo commands from ``chats`` chats at once, to a bot of its own (with ``backend``,
+    the jobs run there meanwhile), after a warm-up of ``WARM_UP`` commands from other chats. Returns
+    the job rows committed, per command its injection, message id, getUpdates delivery and commit times, the CPU
+    used over the burst, and the emulated bot (``calls``: every request, the drain included). The
+    commits are waited for until ``drain_reserve_s`` of ``deadline`` is left (by default the time
+    the replies take at Telegram's overall limit), the bot's drain for the rest."""
     load_pack()
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.store.jobs import CHANNEL
     from comfyui_courier.store.pool import connect
 
     per_chat = -(-commands // chats)
-    data_dir = Path(tempfile.mkdtemp(prefix="courier-load-"))
     async with BotApiEmulator() as emulator:
         bot = emulator.add_bot()
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, str(Path(__file__).with_name("_bot_process.py")), bot.token, emulator.url,
-            str(per_chat), str(data_dir), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         committed: dict[int, float] = {}
-        try:
-            started = json.loads(await asyncio.wait_for(process.stdout.readline(), 120) or "{}")
-            if "dsn" not in started:
-                sys.exit(f"Courier did not start: {started.get('error', 'it exited')}")
+        async with bot_process(emulator, bot, max(per_chat, WARM_UP), backend=backend,
+                               stop_timeout=deadline.remaining) as (process, started):
             listener = await connect(started["dsn"])
             try:
                 await listener.add_listener(
                     CHANNEL, lambda _c, _p, _ch, payload: committed.setdefault(int(payload), time.perf_counter()))
+                await warm_up(emulator, bot, committed, deadline)
+                warm = len(committed)
                 injected: list[float] = []
+                message_ids: list[int] = []
                 received = watch_deliveries(emulator, bot)
                 meter = CpuMeter(process.pid, started["postgres_pid"])
                 for index in range(commands):
                     injected.append(time.perf_counter())
-                    bot.inject_text(1_000_000 + index % chats, f"/demo load {index}")
+                    message_ids.append(bot.inject_text(CHAT_BASE + index % chats, f"/demo load {index}")["message_id"])
                     if index % 100 == 99:
                         await asyncio.sleep(0)  # let the bot poll meanwhile, as a real burst would
-                with_time = max(5.0, deadline.remaining() - commands / DRAIN_RATE - 30)
+                reserve = commands / DRAIN_RATE + 30 if drain_reserve_s is None else drain_reserve_s
+                with_time = max(5.0, deadline.remaining() - reserve)
                 try:
-                    await emulator.wait_for(lambda: len(committed) >= commands, timeout=with_time)
+                    await emulator.wait_for(lambda: len(committed) >= warm + commands, timeout=with_time)
                 except TimeoutError:
-                    note(f"only {len(committed)} of {commands} jobs committed in time")
+                    note(f"only {len(committed) - warm} of {commands} jobs committed in time")
                 cpu = meter.since_start()
-                rows = await listener.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs")
+                rows = await listener.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs "
+                                            "WHERE params->>'prompt' LIKE 'load %'")
             finally:
                 await listener.close()
-        finally:
             note("ingest measured; stopping (after the replies drain at Telegram's pace)")
-            process.stdin.close()
-            try:
-                await asyncio.wait_for(process.wait(), max(10.0, deadline.remaining()))
-            except asyncio.TimeoutError:
-                process.kill()
-                await process.wait()
-            load_runner().remove_tree(data_dir)
-    indexed = [(int(row["prompt"].split()[-1]), committed[row["id"]]) for row in rows if row["id"] in committed]
-    first, last = injected[0], max(committed.values(), default=injected[0])
-    return {"rows": len(rows), "seconds": last - first,
-            "latencies": [(at - received[index]) * 1000 for index, at in indexed if index in received],
-            "from_injection": [(at - injected[index]) * 1000 for index, at in indexed],
-            "lost": commands - len({row["prompt"] for row in rows}), "cpu": cpu}
+    indexed = {int(row["prompt"].split()[-1]): committed[row["id"]] for row in rows if row["id"] in committed}
+    first, last = injected[0], max(indexed.values(), default=injected[0])
+    replies = [call.received_at for call in bot.calls if is_message(call.method) and call.received_at >= first]
+    return {"rows": len(rows), "seconds": last - first, "injected": injected, "message_ids": message_ids,
+            "committed": indexed,
+            "latencies": [(at - received[index]) * 1000 for index, at in indexed.items() if index in received],
+            "from_injection": [(at - injected[index]) * 1000 for index, at in indexed.items()],
+            "lost": commands - len({row["prompt"] for row in rows}), "cpu": cpu, "bot": bot,
+            "replies": len(replies), "drain_s": max(replies, default=last) - last}
+
+
+async def warm_up(emulator, bot, committed: dict, deadline: Deadline) -> None:
+    """``WARM_UP`` commands from chats of their own, until their jobs are committed: the first
+    commands pay for the bot's and PostgreSQL's caches, not what a burst costs."""
+    for index in range(WARM_UP):
+        bot.inject_text(WARM_UP_CHAT + index, f"/demo warm {index}")
+    try:
+        await emulator.wait_for(lambda: len(committed) >= WARM_UP, timeout=min(60.0, deadline.remaining()))
+    except TimeoutError:
+        note(f"only {len(committed)} of {WARM_UP} warm-up jobs committed")
 
 
 def watch_deliveries(emulator, bot) -> dict[int, float]:

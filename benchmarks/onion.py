@@ -14,7 +14,7 @@ request. Figures, as JSON lines on stdout:
 - ``onion_added_rtt_ms``: median onion GET minus median direct GET, the gateway's
   loopback hop included (goal <= 25; a new connection per request costs ~70 ms
   here, so this proves reuse).
-- ``onion_demo_job_added_ms`` (needs COMFYUI_DIR, else skipped with a note; goal <= 200):
+- ``onion_demo_job_added_ms`` (needs COMFYUI_DIR, else skipped with a note; goal <= 100, as in the README):
   a real ComfyUI with the pack publishes itself as a hidden service on the private
   network (``COURIER_ANYONE=1``, joined through ``test-network.torrc``); two bots run
   in this process (python-telegram-bot against the Bot API emulator, the dispatcher,

@@ -13,8 +13,10 @@ alternately without and with the pack, after one unmeasured warm-up of each
   (``startup_ready_spread_ms``, the larger median absolute deviation).
 - the pack's import time as ComfyUI logs it (0.1 s steps).
 - RSS of the ComfyUI process (VmRSS), once the pack's services have settled.
-- with the pack: spawn until ``/courier/health`` shows the database settled,
-  and the PSS of the helper processes it started (embedded PostgreSQL, ...).
+- with the pack: spawn until ``/courier/health`` shows the database and the bot settled,
+  and the PSS of the helper processes it started (embedded PostgreSQL, ...). The pack runs
+  with a bot token, its bot taking updates from the Bot API emulator (a process of its own,
+  started once for the whole run), so the bot's start is in every figure, as in production.
 
 The with-pack runs share one base directory, so runs 2.. are restarts with an
 existing database, as in production. Figures are medians, printed as JSON lines:
@@ -24,8 +26,11 @@ existing database, as in production. Figures are medians, printed as JSON lines:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -48,10 +53,26 @@ START_TIMEOUT_S = 90
 SETTLE_TIMEOUT_S = 30
 RUN_NEEDS_S = 20  # do not begin a run with less budget left than this
 MB = 2**20
+BOT_TOKEN = "7000000001:startup-benchmark"
 
 
-def one_run(runner, comfyui_dir: Path, base: Path, with_pack: bool, deadline: Deadline) -> dict:
-    server = runner.ComfyUIProcess(comfyui_dir, base, with_pack=with_pack)
+@contextlib.contextmanager
+def bot_api_emulator():
+    """The pack's Bot API emulator in a process of its own; yields the settings that point a bot at it."""
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT), "emulator", "--port", "0", "--token", BOT_TOKEN],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # its access log
+    try:
+        first = process.stdout.readline()  # "Telegram Bot API emulator on http://127.0.0.1:PORT"
+        if "http://" not in first:
+            raise SystemExit(f"the Bot API emulator did not start: {first!r}")
+        yield {"TELEGRAM_BOT_TOKEN": BOT_TOKEN, "COURIER_TELEGRAM_API_URL": first.split()[-1]}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def one_run(runner, comfyui_dir: Path, base: Path, with_pack: bool, deadline: Deadline, bot_env: dict) -> dict:
+    server = runner.ComfyUIProcess(comfyui_dir, base, with_pack=with_pack, env=bot_env if with_pack else None)
     result = {"with_pack": with_pack}
     try:
         server.start(timeout=min(START_TIMEOUT_S, deadline.remaining()))
@@ -59,7 +80,8 @@ def one_run(runner, comfyui_dir: Path, base: Path, with_pack: bool, deadline: De
         result["cpu_ms"] = cpu_seconds(server.pid) * 1000
         if with_pack:
             result["import_ms"] = pack_import_ms(server)
-            seconds, result["database"] = settle(server, min(SETTLE_TIMEOUT_S, deadline.remaining()))
+            seconds, result["database"] = settle(server, min(SETTLE_TIMEOUT_S, deadline.remaining()),
+                                                 components=("database", "bot"))
             result["services_ms"] = None if seconds is None else seconds * 1000
         time.sleep(0.5)  # let both kinds of run go quiet the same way before sampling memory
         result["rss_mb"] = server.rss_bytes() / MB
@@ -97,6 +119,26 @@ def describe(result: dict) -> str:
     return text
 
 
+def measure_runs(runner, comfyui_dir: Path, scratch: Path, count: int, deadline: Deadline, bot_env: dict,
+                 runs: dict) -> None:
+    """A warm-up of each kind, then ``count`` measured runs of each, alternating, into ``runs``."""
+    bases = {False: scratch / "without-pack", True: scratch / "with-pack"}
+    for with_pack in (False, True):
+        first = one_run(runner, comfyui_dir, bases[with_pack], with_pack, deadline, bot_env)
+        note(f"warm-up {'with' if with_pack else 'without'} pack: {describe(first)}")
+        if with_pack:
+            figure("startup_first_run_with_pack_ms", first["ready_ms"], "ms")
+            if first.get("services_ms") is not None:
+                figure("pack_services_first_run_ms", first["services_ms"], "ms")
+    for i in range(count):
+        for with_pack in ((False, True) if i % 2 == 0 else (True, False)):  # alternate the order
+            if not deadline.allows(RUN_NEEDS_S):
+                break
+            result = one_run(runner, comfyui_dir, bases[with_pack], with_pack, deadline, bot_env)
+            runs[with_pack].append(result)
+            note(f"run {i + 1} {'with' if with_pack else 'without'} pack: {describe(result)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="measured runs of each kind (default 5)")
@@ -110,24 +152,10 @@ def main() -> int:
     runs = {False: [], True: []}
 
     scratch = runner.scratch_directory("comfyui-startup-")
-    try:
-        bases = {False: scratch / "without-pack", True: scratch / "with-pack"}
-        for with_pack in (False, True):
-            first = one_run(runner, comfyui_dir, bases[with_pack], with_pack, deadline)
-            note(f"warm-up {'with' if with_pack else 'without'} pack: {describe(first)}")
-            if with_pack:
-                figure("startup_first_run_with_pack_ms", first["ready_ms"], "ms")
-                if first.get("services_ms") is not None:
-                    figure("pack_services_first_run_ms", first["services_ms"], "ms")
-        for i in range(args.runs):
-            for with_pack in ((False, True) if i % 2 == 0 else (True, False)):  # alternate the order
-                if not deadline.allows(RUN_NEEDS_S):
-                    break
-                result = one_run(runner, comfyui_dir, bases[with_pack], with_pack, deadline)
-                runs[with_pack].append(result)
-                note(f"run {i + 1} {'with' if with_pack else 'without'} pack: {describe(result)}")
-    finally:
-        runner.remove_tree(scratch)
+    with contextlib.ExitStack() as stack:
+        stack.callback(runner.remove_tree, scratch)
+        bot_env = stack.enter_context(bot_api_emulator())
+        measure_runs(runner, comfyui_dir, scratch, args.runs, deadline, bot_env, runs)
 
     without, with_ = runs[False], runs[True]
     if not without or not with_:
@@ -166,7 +194,7 @@ def main() -> int:
     figure("startup_runs_each", min(len(without), len(with_)), "runs")
     databases = sorted({r.get("database") for r in with_})
     if databases != ["ok"]:
-        note(f"the pack's database was {databases} in the measured runs (expected ok)")
+        note(f"the pack's database and bot were {databases} in the measured runs (expected ok)")
     note(f"goals: startup_added_ms <= {GOAL_ADDED_MS}, startup_added_rss_mb <= {GOAL_ADDED_RSS_MB}")
     if args.out:
         write_figures(args.out)
