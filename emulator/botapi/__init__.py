@@ -17,7 +17,8 @@ Faithful means: documented shapes with every field python-telegram-bot
 requires, Telegram's own error descriptions and HTTP statuses, parse_mode
 parsing and trimming as TDLib does it, photos recompressed to JPEG sizes, and
 files downloadable via getFile. Fault injection (``EmulatedBot.fail``/``hang``)
-covers what Telegram does under load: 429 with retry_after, 5xx, lost answers.
+covers what Telegram does under load: 429 with retry_after, 5xx, lost answers;
+``EmulatedBot.enforce_limits`` answers 429 past Telegram's flood limits (``limits``).
 Waiting is event driven throughout (``BotApiEmulator.wait_for``).
 
 A person plays the users in a browser: the emulator's root serves a web chat

@@ -36,6 +36,7 @@ import aiohttp
 
 from . import media
 from . import text as formatting
+from .limits import FloodLimits
 from .wire import ApiError, Upload, bad_request, decode_params, fault_error
 
 if TYPE_CHECKING:
@@ -233,6 +234,8 @@ class EmulatedBot:
         self._paths: dict[str, StoredFile] = {}
         self._callback_queries: dict[str, dict[str, Any]] = {}
         self._faults: list[_Fault] = []
+        self.flood_limits: FloodLimits | None = None
+        """Telegram's flood limits, when a test turned them on (``enforce_limits``)."""
         self._update_ids = itertools.count(1)
         self._file_numbers = itertools.count(1)
         self._album_ids = itertools.count(1)
@@ -402,6 +405,11 @@ class EmulatedBot:
         """The next ``times`` calls of ``method`` answer ``status`` (429 carries retry_after, 1 s by default)."""
         self._faults.append(_Fault(method.lower(), times, fault_error(status, retry_after, description)))
 
+    def enforce_limits(self, on: bool = True) -> None:
+        """From now on (or no longer), a message past Telegram's flood limits is answered 429 with
+        ``retry_after``, as Telegram does (``limits``); off by default, and counting starts afresh."""
+        self.flood_limits = FloodLimits() if on else None
+
     def hang(self, method: str, *, times: int = 1, perform: bool = False) -> None:
         """The next ``times`` calls of ``method`` get no answer until the client gives up.
 
@@ -440,6 +448,8 @@ class EmulatedBot:
                 fault = None
             if fault and fault.error:
                 raise fault.error
+            if self.flood_limits and (flooded := self.flood_limits.admit(call.method, call.params, call.received_at)):
+                raise flooded
             if method is None:
                 raise ApiError(404, "Not Found")
             if fault and not fault.perform:

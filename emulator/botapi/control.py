@@ -20,6 +20,7 @@ With ``$E`` the emulator's URL and ``$J`` ``-H 'Content-Type: application/json'`
     curl -o out.png $E/_emulator/bots/123:ABC/files/<file_id>      # ?download=1: as an attachment
     curl $J $E/_emulator/bots/123:ABC/faults -d '{"method": "sendMessage", "status": 429, "retry_after": 3}'
     curl $J $E/_emulator/bots/123:ABC/faults -d '{"method": "sendPhoto", "hang": true, "times": 2}'
+    curl $J $E/_emulator/bots/123:ABC/limits -d '{"enforce": true}'   # 429 past Telegram's flood limits
 """
 
 from __future__ import annotations
@@ -213,3 +214,18 @@ async def add_fault(request: web.Request) -> web.Response:
         bot.fail(str(body["method"]), times=int(body.get("times", 1)), status=int(body.get("status", 429)),
                  retry_after=body.get("retry_after"), description=body.get("description"))
     return web.json_response({"ok": True})
+
+
+@routes.get("/bots/{token}/limits")
+async def get_limits(request: web.Request) -> web.Response:
+    return web.json_response({"enforce": _bot(request).flood_limits is not None})
+
+
+@routes.post("/bots/{token}/limits")
+async def set_limits(request: web.Request) -> web.Response:
+    """``{enforce: bool}``: answer 429 past Telegram's flood limits (``limits``), or no longer."""
+    bot, body = _bot(request), await _body(request)
+    if not isinstance(body.get("enforce"), bool):
+        raise TypeError("enforce: true or false")
+    bot.enforce_limits(body["enforce"])
+    return web.json_response({"enforce": body["enforce"]})

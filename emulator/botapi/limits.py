@@ -1,0 +1,74 @@
+"""Telegram's flood limits, enforced when a test turns them on (``EmulatedBot.enforce_limits``).
+
+Telegram publishes no exact figures; these are the ones its Bots FAQ and python-telegram-bot's
+``telegram.constants.FloodLimit`` give, as sliding windows over the moments requests reach the
+emulator (``Call.received_at``):
+
+- 30 messages in any second, all chats together;
+- 13 in any 10 seconds in one private chat (about one a second, a short burst allowed);
+- 20 in any minute in one group, supergroup or channel.
+
+A message is a request that sends, edits, deletes, copies or forwards one in a chat; chat actions
+and callback answers are not. One past a limit is answered 429 with ``retry_after``, the whole
+seconds until the window has room, and is not counted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+from .wire import ApiError, fault_error
+
+OVERALL = (30, 1.0)
+PRIVATE_CHAT = (13, 10.0)
+GROUP = (20, 60.0)
+COUNTED_PREFIXES = ("send", "edit", "delete", "copy", "forward")
+NOT_COUNTED = frozenset({"sendChatAction"})
+
+
+def is_message(method: str, params: dict[str, Any]) -> bool:
+    """Whether Telegram counts the request (its Bot API spelling) against the flood limits."""
+    return (method.startswith(COUNTED_PREFIXES) and method not in NOT_COUNTED
+            and ("chat_id" in params or "inline_message_id" in params))
+
+
+def busiest(times: list[float], period: float) -> int:
+    """The most of ``times`` in any ``period`` seconds: what a sliding window would have counted."""
+    times = sorted(times)
+    most, start = 0, 0
+    for end, at in enumerate(times):
+        while times[start] <= at - period:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+class FloodLimits:
+    """Messages counted per window: the bot's, and each chat's."""
+
+    def __init__(self) -> None:
+        self._windows: dict[object, deque[float]] = {}
+
+    def admit(self, method: str, params: dict[str, Any], now: float) -> ApiError | None:
+        """Counts the request if every window it falls in has room; else the 429 to answer."""
+        if not is_message(method, params):
+            return None
+        chat = params.get("chat_id", params.get("inline_message_id"))
+        group = chat.startswith("@") if isinstance(chat, str) else isinstance(chat, int) and chat < 0
+        windows = [("bot", OVERALL), (("chat", chat), GROUP if group else PRIVATE_CHAT)]
+        waits = [self._wait(key, limit, period, now) for key, (limit, period) in windows]
+        if max(waits) > 0:
+            return fault_error(429, max(1, math.ceil(max(waits))), None)
+        for key, _ in windows:
+            self._windows.setdefault(key, deque()).append(now)
+        return None
+
+    def _wait(self, key: object, limit: int, period: float, now: float) -> float:
+        window = self._windows.get(key)
+        if window is None:
+            return 0.0
+        while window and window[0] <= now - period:
+            window.popleft()
+        return window[0] + period - now if len(window) >= limit else 0.0
