@@ -3,7 +3,7 @@
 import { adminToken, courier, courierResponse, setAdminToken } from "./api.js";
 import { benchmarkChart } from "./chart.js";
 import { h, section } from "./dom.js";
-import { commandNameOf, currentGraph, publishGraph } from "./publish.js";
+import { choicesFor, commandNameOf, currentGraph, publishGraph } from "./publish.js";
 import { renderReadiness } from "./readiness.js";
 
 const STATE_COLORS = { ok: "#3c3", starting: "#cc3", off: "#888", error: "#e44" };
@@ -87,8 +87,13 @@ function publishSection(failure, refreshCommands) {
   const button = h("button", { "data-courier": "publish", onclick: async () => {
     message(result, "Publishing…");
     try {
+      const auto = await choicesFor(await currentGraph(), name.value.trim());
+      if (!auto) {
+        message(result, "Not published.");
+        return;
+      }
       const published = await publishGraph({ name: name.value.trim(), description: description.value.trim(),
-                                             replace: replace.checked });
+                                             replace: replace.checked, auto });
       message(result, `Published /${published.command.name}`
         + (published.menu_updated ? "; the bot's menu is updated." : "; the bot is not running."), "ok");
       refreshCommands();

@@ -1,8 +1,10 @@
 // Publishing the graph open in the editor as a bot command (POST /courier/commands).
 import { app } from "../../../scripts/app.js";
 import { courier } from "./api.js";
+import { chooseFound } from "./found.js";
 
 export const INPUT_NODE = "CourierTelegramInput";
+const OUTPUT_NODE = "CourierTelegramOutput";
 
 /** The open graph in API format, as ComfyUI queues it. */
 export async function currentGraph() {
@@ -15,12 +17,24 @@ export function commandNameOf(graph) {
   return typeof input?.inputs?.command === "string" ? input.inputs.command : "";
 }
 
-/** Publish the open graph; resolves to {command, menu_updated}, throws CourierError. */
-export async function publishGraph({ name, description = "", replace = false }) {
+/** Whether the graph has none of the pack's Telegram nodes: Courier then finds where they go. */
+export function isPlain(graph) {
+  return !Object.values(graph).some((node) => [INPUT_NODE, OUTPUT_NODE].includes(node.class_type));
+}
+
+/** For a plain graph, the dialog's choices (null: cancelled); {} for a graph with Telegram nodes. */
+export async function choicesFor(graph, name) {
+  return isPlain(graph) ? chooseFound(graph, `Publish /${name.replace(/^\//, "")} as a command`) : {};
+}
+
+/** Publish the open graph (`auto`: the choices for a plain one); resolves to {command, menu_updated},
+ * throws CourierError. */
+export async function publishGraph({ name, description = "", replace = false, auto = null }) {
   const workflow = await currentGraph();
+  const found = auto && isPlain(workflow) ? { auto: true, ...auto } : {};
   return courier("/courier/commands", {
     method: "POST",
-    body: { workflow, name: name.replace(/^\//, ""), description, replace },
+    body: { workflow, name: name.replace(/^\//, ""), description, replace, ...found },
   });
 }
 
@@ -36,14 +50,16 @@ export async function publishFromMenu() {
                                             defaultValue: "" });
   if (description === null) return;
   try {
+    const auto = await choicesFor(await currentGraph(), name);
+    if (!auto) return;
     let result;
     try {
-      result = await publishGraph({ name, description });
+      result = await publishGraph({ name, description, auto });
     } catch (error) {
       if (error.code !== "command_exists") throw error;
       const replace = await dialog.confirm({ title: `Replace /${name}?`, message: error.message, type: "overwrite" });
       if (!replace) return;
-      result = await publishGraph({ name, description, replace: true });
+      result = await publishGraph({ name, description, replace: true, auto });
     }
     toast.add({ severity: "success", summary: `Published /${result.command.name}`,
                 detail: result.menu_updated ? "The bot's menu is updated." : "The bot is not running.", life: 5000 });
