@@ -14,6 +14,9 @@ max_value  # unused variable (gpu/recorder.py:82)
 _.finish_handler  # unused method (gpu/recorder.py:86)
 _.reset  # unused method (gpu/recorder.py:95)
 
+# python-telegram-bot's BaseRateLimiter interface (ExtBot calls it for every request).
+_.process_request  # unused method (bot/limiter.py)
+
 # ComfyUI passes every declared input to a node's execute.
 require_image  # an input the bot reads from the graph (nodes/telegram_input.py)
 

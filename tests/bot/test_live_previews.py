@@ -129,6 +129,11 @@ async def test_a_job_shows_its_sampler_previews_until_its_result_comes(botapi, b
         final = await botapi_bot.wait_for_call(
             "sendMessage" if enabled else "editMessageText", timeout=JOB_S,
             where=lambda c: c.params.get("text", "").startswith(done))
+        if enabled:  # the preview's deletion waits until the chat has room again (13 messages in any 10 s)
+            preview = next(c.result["message_id"] for c in botapi_bot.outbox
+                           if c.method == "sendPhoto" and c.params.get("caption"))
+            await botapi_bot.wait_for_call("deleteMessage", timeout=JOB_S,
+                                           where=lambda c: c.params["message_id"] == preview)
         conn = await asyncpg.connect(pg_database)
         try:
             status_id = await conn.fetchval("SELECT status_message_id FROM courier_jobs")

@@ -6,12 +6,13 @@ import asyncio
 import pytest
 
 from comfyui_courier.bot.limiter import STATUS, STATUS_SLOTS, ResultsFirstLimiter
+from comfyui_courier.bot.windows import Limit, Limits
 from comfyui_courier.tests.support.courier import running_courier
 
 
 @pytest.mark.timeout(60)
 async def test_a_result_overtakes_a_backlog_of_status_messages():
-    limiter = ResultsFirstLimiter(overall_max_rate=2, overall_time_period=1, max_retries=0)
+    limiter = ResultsFirstLimiter(limits=Limits(overall=Limit(2, 1.0)), max_retries=0)
     await limiter.initialize()
     order = []
 

@@ -1,0 +1,164 @@
+"""Telegram's flood limits as sliding windows: the arithmetic of the rate limiter (``limiter.py``).
+
+A request holds its slot in a window from the moment it is let go until ``period`` after its
+answer came back. Telegram counts it at some moment in between, so however long each request
+takes on its way, no ``period`` seconds at Telegram's end ever see more than ``limit`` of them (a
+request counted at ``s`` finds every other one counted after ``s - period`` still holding its
+slot). That is a true sliding window, not a bucket's burst plus its rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import heapq
+import time
+from collections import deque
+from collections.abc import Callable
+
+COUNTED_PREFIXES = ("send", "edit", "delete", "copy", "forward")
+NOT_COUNTED = frozenset({"sendChatAction"})
+
+
+def counted(endpoint: str, data: dict) -> bool:
+    """Whether Telegram counts the request as a message: one that sends, edits, deletes, copies or
+    forwards a message in a chat (not a chat action, nor deleteWebhook or deleteMyCommands)."""
+    return (endpoint.startswith(COUNTED_PREFIXES) and endpoint not in NOT_COUNTED
+            and ("chat_id" in data or "inline_message_id" in data))
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    limit: int
+    period: float
+    """Seconds."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Telegram's limits per bot token (``../shared/reference/TELEGRAM_LIMITS.md``)."""
+
+    overall: Limit = Limit(30, 1.0)
+    """All chats together."""
+    private_chat: Limit = Limit(13, 10.0)
+    """About one a second sustained, a short burst allowed (a result's document and photo back to back)."""
+    group: Limit = Limit(20, 60.0)
+    """A group, supergroup or channel (a negative or @name chat id)."""
+
+    def of_chat(self, chat: int | str) -> Limit:
+        """A private chat's limit, or a group's (an inline message's id stands for a private chat)."""
+        group = chat.startswith("@") if isinstance(chat, str) else chat < 0
+        return self.group if group else self.private_chat
+
+
+TELEGRAM = Limits()
+
+
+class SlidingWindow:
+    """At most ``limit`` requests in any ``period`` seconds (see the module docstring). Times are
+    the caller's clock, so the arithmetic is tested with a fake one."""
+
+    def __init__(self, limit: Limit):
+        self.limit = limit.limit
+        self.period = limit.period
+        self._in_flight = 0
+        self._frees: list[float] = []
+        """A heap: when each answered request gives its slot back."""
+
+    def wait(self, now: float) -> float | None:
+        """Seconds until a slot is free: 0 when one is now, None when every slot is held by a request
+        still on its way (one becomes free ``period`` after the first of them is answered)."""
+        while self._frees and self._frees[0] <= now:
+            heapq.heappop(self._frees)
+        if self._in_flight + len(self._frees) < self.limit:
+            return 0.0
+        return self._frees[0] - now if self._frees else None
+
+    def take(self) -> None:
+        """A request is let go (call ``wait`` first)."""
+        self._in_flight += 1
+
+    def done(self, now: float) -> None:
+        """The request let go last by ``take`` was answered (or failed) at ``now``."""
+        self._in_flight -= 1
+        heapq.heappush(self._frees, now + self.period)
+
+    def idle(self, now: float) -> bool:
+        """Holds no slot: forgetting it loses nothing."""
+        return not self._in_flight and (not self._frees or max(self._frees) <= now)
+
+
+class FloodHits:
+    """The 429s of the last ``within`` seconds: whether they came from ``several`` chats at once
+    (Telegram's limit for all chats together, then), or from one chat over its own limit."""
+
+    def __init__(self, several: int = 3, within: float = 5.0):
+        self.several = several
+        self.within = within
+        self._hits: deque[tuple[float, int | str | None]] = deque()
+
+    def hit(self, chat: int | str | None, now: float) -> bool:
+        """Records a 429 in ``chat``; True when ``several`` distinct chats had one within ``within`` s."""
+        self._hits.append((now, chat))
+        while self._hits[0][0] <= now - self.within:
+            self._hits.popleft()
+        return len({chat for _, chat in self._hits}) >= self.several
+
+
+class Gate:
+    """Requests through one window in the order they came, results before status messages, and
+    none while ``paused_until`` (a 429's ``retry_after``) is ahead."""
+
+    def __init__(self, limit: Limit, clock: Callable[[], float] = time.monotonic):
+        self.window = SlidingWindow(limit)
+        self.paused_until = 0.0
+        self._clock = clock
+        self._queues: tuple[deque[asyncio.Future], deque[asyncio.Future]] = (deque(), deque())
+        """Results, then status messages."""
+        self._freed = asyncio.Event()
+        self._pump: asyncio.Task | None = None
+
+    def _wait(self, now: float) -> float | None:
+        wait = self.window.wait(now)
+        return wait if wait is None else max(wait, self.paused_until - now)
+
+    async def enter(self, status: bool = False) -> None:
+        """Waits for a slot and takes it; call ``done`` once the request was answered."""
+        if not any(self._queues) and self._wait(self._clock()) == 0:
+            self.window.take()
+            return
+        turn = asyncio.get_running_loop().create_future()
+        self._queues[status].append(turn)
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._let_through(), name="courier-limiter-gate")
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():  # given the slot as it was cancelled
+                self.done()
+            raise
+
+    def done(self) -> None:
+        self.window.done(self._clock())
+        self._freed.set()
+
+    def idle(self) -> bool:
+        return not any(self._queues) and self.window.idle(self._clock()) and self.paused_until <= self._clock()
+
+    def close(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+
+    async def _let_through(self) -> None:
+        while any(self._queues):
+            wait = self._wait(self._clock())
+            if wait is None:
+                self._freed.clear()
+                await self._freed.wait()
+            elif wait > 0:
+                await asyncio.sleep(wait)
+            else:
+                turn = (self._queues[0] or self._queues[1]).popleft()
+                if not turn.done():  # not cancelled meanwhile
+                    self.window.take()
+                    turn.set_result(None)

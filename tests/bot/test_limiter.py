@@ -1,0 +1,164 @@
+"""The rate limiter (bot/limiter.py, bot/windows.py): Telegram's limits kept exactly.
+
+The window arithmetic on a fake clock; then real python-telegram-bot against the emulator with
+its flood limits on (``enforce_limits``: 429 past them, as Telegram), whose request log shows what
+Telegram would have counted: a burst to 100 chats never passes 30 in any second, one chat flooded
+never passes 13 in any 10 s and a 429 in one chat pauses that chat only.
+"""
+
+import asyncio
+import random
+
+import pytest
+from telegram.error import RetryAfter
+from telegram.ext import ExtBot
+from telegram.request import HTTPXRequest
+
+from comfyui_courier.bot.limiter import ResultsFirstLimiter
+from comfyui_courier.bot.windows import FloodHits, Limit, SlidingWindow, counted
+from comfyui_courier.emulator.botapi.limits import busiest, is_message
+
+pytestmark = pytest.mark.timeout(60)
+
+
+# --- the arithmetic, on a fake clock ---------------------------------------------------------------
+
+def test_a_slot_is_held_until_a_period_after_its_answer():
+    window = SlidingWindow(Limit(2, 1.0))
+    assert window.wait(0.0) == 0
+    window.take()
+    window.take()
+    assert window.wait(0.0) is None  # both on their way: free a period after the first answer
+    window.done(0.3)
+    assert window.wait(0.5) == pytest.approx(0.8)
+    window.done(0.4)
+    assert window.wait(1.29) == pytest.approx(0.01)
+    assert window.wait(1.3) == 0 and not window.idle(1.3)
+    assert window.idle(1.4)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_however_long_requests_take_no_period_at_telegram_sees_more_than_the_limit(seed):
+    """Requests let go whenever the window allows, each answered after a random time and counted by
+    Telegram at a random moment on its way: the busiest second holds the limit, never more."""
+    rng = random.Random(seed)
+    window = SlidingWindow(Limit(5, 1.0))
+    now, on_the_way, seen = 0.0, [], []
+    while now < 60:
+        now += rng.uniform(0, 0.05)
+        for answered in sorted(at for at in on_the_way if at <= now):
+            window.done(answered)
+            on_the_way.remove(answered)
+        while window.wait(now) == 0 and rng.random() < 0.8:
+            window.take()
+            latency = rng.expovariate(10)
+            on_the_way.append(now + latency)
+            seen.append(now + rng.uniform(0, latency))
+    assert busiest(seen, 1.0) == 5
+
+
+def test_429s_from_several_chats_at_once_are_the_limit_of_all_chats():
+    hits = FloodHits(several=3, within=5.0)
+    assert not hits.hit(1, 0.0)
+    assert not hits.hit(1, 1.0)  # the same chat again: its own limit
+    assert not hits.hit(2, 2.0)
+    assert hits.hit(3, 3.0)
+    assert not hits.hit(4, 7.5)  # chats 1 and 2 are more than 5 s ago: 3 and 4 only
+
+
+def test_messages_count_and_nothing_else():
+    chat = {"chat_id": 5}
+    assert all(counted(m, chat) for m in ("sendMessage", "sendDocument", "editMessageText", "editMessageMedia",
+                                          "deleteMessage", "copyMessage", "forwardMessage"))
+    assert not any(counted(m, chat) for m in ("sendChatAction", "getFile", "answerCallbackQuery", "getChat"))
+    assert not counted("deleteMyCommands", {}) and not counted("deleteWebhook", {})
+
+
+async def test_429s_from_several_chats_pause_every_chat_and_from_one_only_it():
+    limiter = ResultsFirstLimiter(max_retries=1)
+    await limiter.initialize()
+    loop = asyncio.get_running_loop()
+    sent: dict[int, list[float]] = {}
+
+    def request(chat: int, refused: int):
+        async def callback():
+            sent.setdefault(chat, []).append(loop.time())
+            if len(sent[chat]) <= refused:
+                raise RetryAfter(1)
+            return True
+        return limiter.process_request(callback, (), {}, "sendMessage", {"chat_id": chat}, None)
+
+    flooded = asyncio.create_task(request(1, refused=1))
+    while not sent:
+        await asyncio.sleep(0)
+    await request(2, refused=0)  # chat 1 waits out its retry_after, chat 2 does not
+    assert len(sent[1]) == 1 and sent[2][0] - sent[1][0] < 0.5
+    await flooded
+    assert sent[1][1] - sent[1][0] >= 1.0
+    three = [asyncio.create_task(request(chat, refused=1)) for chat in (3, 4, 5)]
+    while len(sent) < 5:  # each 429 is taken in as its callback raises, before this task runs again
+        await asyncio.sleep(0)
+    await request(6, refused=0)  # three chats had a 429 within 5 s: every chat waits
+    assert sent[6][0] - sent[5][0] >= 1.0
+    await asyncio.gather(*three)
+    await limiter.shutdown()
+
+
+# --- real python-telegram-bot on the emulator, Telegram's flood limits on ------------------------
+
+def bot(botapi, emulated, limiter) -> ExtBot:
+    return ExtBot(emulated.token, base_url=botapi.base_url, base_file_url=botapi.base_file_url, rate_limiter=limiter,
+                  request=HTTPXRequest(connection_pool_size=128))
+
+
+def message_times(emulated, chat: int | None = None) -> list[float]:
+    """When each message reached the emulator, 429s included: what Telegram counts."""
+    return [call.received_at for call in emulated.calls
+            if is_message(call.method, call.params) and chat in (None, call.params["chat_id"])]
+
+
+def refused(emulated) -> list:
+    return [call for call in emulated.calls if call.status == 429]
+
+
+async def test_a_burst_to_100_chats_never_passes_30_in_any_second(botapi, botapi_bot):
+    chats = range(1001, 1101)
+    for chat in chats:
+        botapi_bot.inject_text(chat, "/start")
+    botapi_bot.enforce_limits()
+    async with bot(botapi, botapi_bot, ResultsFirstLimiter(max_retries=0)) as tg:
+        sent = await asyncio.gather(*(tg.send_message(chat, "result") for chat in chats), return_exceptions=True)
+    assert [error for error in sent if isinstance(error, Exception)] == [] and refused(botapi_bot) == []
+    assert busiest(message_times(botapi_bot), 1.0) == 30
+
+
+async def test_one_chat_flooded_never_passes_13_in_any_10_s(botapi, botapi_bot):
+    botapi_bot.inject_text(77, "/start")
+    botapi_bot.enforce_limits()
+    async with bot(botapi, botapi_bot, ResultsFirstLimiter(max_retries=0)) as tg:
+        sent = await asyncio.gather(*(tg.send_message(77, f"result {i}") for i in range(14)), return_exceptions=True)
+    assert [error for error in sent if isinstance(error, Exception)] == [] and refused(botapi_bot) == []
+    times = sorted(message_times(botapi_bot, 77))
+    assert busiest(times, 10.0) == 13 and times[13] - times[0] >= 10.0
+
+
+async def test_a_429_in_one_chat_pauses_that_chat_while_the_others_go_on(botapi, botapi_bot):
+    """Chat 1 gets a 429 (retry after 2 s); chats 2 and 3 then send 13 messages each, one after
+    another: all of them reach Telegram before chat 1 tries again (AIORateLimiter held them all)."""
+    for chat in (1, 2, 3):
+        botapi_bot.inject_text(chat, "/start")
+    botapi_bot.fail("sendMessage", retry_after=2)
+    async with bot(botapi, botapi_bot, ResultsFirstLimiter(max_retries=1)) as tg:
+        flooded = asyncio.create_task(tg.send_message(1, "first"))
+        await botapi.wait_for(lambda: refused(botapi_bot))
+
+        async def in_turn(chat: int) -> None:
+            for i in range(13):
+                await tg.send_message(chat, f"message {i}")
+
+        await asyncio.gather(in_turn(2), in_turn(3))
+        await flooded
+    [first, retried] = message_times(botapi_bot, 1)
+    others = message_times(botapi_bot, 2) + message_times(botapi_bot, 3)
+    assert retried - first >= 2.0 and len(others) == 26 and max(others) < retried
+
