@@ -172,13 +172,13 @@ def _texts(workflow: dict, node_id: str) -> dict[str, str]:
     return found
 
 
-def _sources(workflow: dict, starts: list[tuple[str, str]], texts: tuple[str, ...]) -> tuple[str, ...]:
+def _sources(workflow: dict, starts: list[tuple[str, str]], texts: tuple[str, ...] | set[str]) -> tuple[str, ...]:
     """The text nodes the ``starts`` (node, input) come from, through nodes without text widgets.
 
     Through a node that carries both sides (ControlNetApplyAdvanced: positive and negative), only
     the input of the side walked is followed.
     """
-    found, seen = set(), set()
+    found, seen, texts = set(), set(), set(texts)
     todo = [(workflow[node]["inputs"][via][0], via) for node, via in starts if is_link(workflow[node]["inputs"][via])]
     while todo:
         node_id, via = todo.pop()
@@ -253,7 +253,7 @@ def rewritten(workflow: dict, found: Found, name: str) -> dict:
         del graph[found.image]
     for node_id in found.savers:
         if node_id in found.outputs:
-            graph[node_id] = _telegram_output(workflow[node_id], name)
+            graph[node_id] = _telegram_output(graph[node_id], name)  # its link rewired if it took the LoadImage
         else:
             del graph[node_id]
     graph[source] = {"class_type": INPUT_NODE, "inputs": values, "_meta": {"title": "Telegram Input (Courier)"}}

@@ -26,14 +26,12 @@ DEFAULT_SD = {  # ComfyUI's default graph in API format (ComfyUI's script_exampl
     "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
     "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "ComfyUI", "images": ["8", 0]}},
 }
-NODE_TYPES = {node["class_type"] for node in DEFAULT_SD.values()} | {
-    INPUT_NODE, OUTPUT_NODE, "ConditioningCombine", "LoadImage", "VAEEncode", "PreviewImage", "ControlNetLoader",
-    "ControlNetApplyAdvanced", "PrimitiveStringMultiline", "SaveAnimatedWEBP", "BasicGuider", "RandomNoise",
-    "SamplerCustomAdvanced", "KSamplerSelect", "BasicScheduler", "UNETLoader", "VAELoader", "DualCLIPLoader",
-    "CLIPTextEncodeFlux", "ConditioningZeroOut", "EmptySD3LatentImage", "ImageSharpen", "ImageInvert",
-    "ImageScaleBy", "CLIPLoader", "EmptyHunyuanLatentVideo", "KSamplerAdvanced", "ModelSamplingSD3",
-    "LoraLoaderModelOnly", "CreateVideo", "SaveVideo", "ModelSamplingAuraFlow", "CFGNorm",
-    "ImageScaleToTotalPixels", "TextEncodeQwenImageEditPlus"}
+NODE_TYPES = {node["class_type"] for node in DEFAULT_SD.values()} | {  # the test graphs' and the shipped ones'
+    INPUT_NODE, OUTPUT_NODE, "ConditioningCombine", "LoadImage", "VAEEncode", "SetLatentNoiseMask", "PreviewImage",
+    "ControlNetLoader", "ControlNetApplyAdvanced", "PrimitiveStringMultiline", "SaveAnimatedWEBP", "BasicGuider",
+    "RandomNoise", "SamplerCustomAdvanced", "KSamplerSelect", "BasicScheduler", "ImageInvert"} | {
+    node["class_type"] for path in API_DIR.glob("*.json") if path.name != "commands.json"
+    for node in json.loads(path.read_text(encoding="utf-8")).values()}
 
 
 def graph(**changes) -> dict:
@@ -156,6 +154,8 @@ def test_two_load_images_need_a_choice_and_an_image_graph_needs_no_prompt():
                     "3": {"class_type": "SaveImage", "inputs": {"images": ["2", 0], "filename_prefix": "x"}}}
     result = published(picture_only, name="invert")
     assert links_to(result, "4") == {("2", "image", IMAGE)} and result["3"]["inputs"]["images"] == ["2", 0]
+    passed_on = published({"1": picture_only["1"], "3": {**picture_only["3"], "inputs": {"images": ["1", 0]}}})
+    assert passed_on["3"]["inputs"]["images"] == ["4", IMAGE]  # the Output takes the user's picture itself
 
 
 def test_previews_are_outputs_only_when_nothing_saves():
@@ -272,8 +272,9 @@ def stripped(shipped: dict) -> dict:
 
 
 SHIPPED = sorted(path.stem for path in API_DIR.glob("*.json") if path.name != "commands.json")
-NOT_FOUND_AGAIN = {  # links of a shipped graph that a plain graph does not tell (the Input's batch)
-    ("f", "27", "batch_size"), ("dev", "27", "batch_size"), ("sd3", "53", "batch_size")}
+NOT_FOUND_AGAIN = {  # links of a shipped graph that a plain graph does not tell: the Input's batch, and
+    ("f", "27", "batch_size"), ("dev", "27", "batch_size"), ("sd3", "53", "batch_size"),
+    ("img", "5", "width"), ("img", "5", "height")}  # the size the pack's native-size node starts from
 ALSO_FOUND = {  # a seed widget the shipped graph leaves as it is (wan's second pass adds no noise)
     ("wan", "78", "noise_seed"), ("qwen", "110", "prompt")}  # and qwen's empty negative, for --neg
 
