@@ -34,6 +34,10 @@ async def test_a_plain_graph_is_published_with_the_telegram_nodes_put_in(api, st
     assert stored["6"]["inputs"]["text"] == ["10", 0]
     status, exported, _ = await api.get("/courier/commands/mine/export")
     assert (status, exported) == (200, stored)  # what runs is what was published
+    status, reply, _ = await auto(api, name="mine")
+    assert (status, reply["error"]["code"]) == (409, "command_exists"), reply
+    status, reply, _ = await auto(api, graph(**TWO_ENCODERS), name="mine", prompt="10", replace=True)
+    assert (status, reply["found"]["prompt"]["node"]) == (200, "10"), reply
 
 
 async def test_a_dry_run_says_what_it_found_and_stores_nothing(api, store):
