@@ -104,7 +104,9 @@ function publishSection(failure, refreshCommands) {
   return section("Publish as Telegram command",
     h("div", { class: "courier-row" }, name), h("div", { class: "courier-row" }, description),
     h("label", { class: "courier-row" }, replace, "replace a command of that name"),
-    h("div", { class: "courier-row" }, button), result);
+    h("div", { class: "courier-row" }, button),
+    h("div", { class: "courier-note" }, "A graph without Telegram nodes works too: Courier shows where the user's "
+      + "words and picture go and what is sent, before it publishes."), result);
 }
 
 async function download(name) {
