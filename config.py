@@ -142,7 +142,9 @@ class Settings:
     max_jobs_per_user: int = _field("COURIER_MAX_JOBS_PER_USER", 5,
                                     "Queued + running jobs one user may have at once", minimum=1)
     edit_command: str = _field("COURIER_EDIT_COMMAND", "qwen",
-                               "The command the ✏️ button under a result runs with the user's instruction")
+                               "The command the ✏️ button under a result runs with the user's instruction; where "
+                               "its model files are missing on every backend, /img on the picture instead "
+                               "(img2img with the default model)")
     quota_hour: int = _field("COURIER_QUOTA_HOUR", 0,
                              "Jobs one user may start per hour (admins: no limit); 0 = no limit", minimum=0)
     quota_day: int = _field("COURIER_QUOTA_DAY", 0,

@@ -6,7 +6,9 @@ it: anyone else, in a group say, gets an alert and nothing happens. A button tha
 new seed, ⬆️ upscale, 🔁 run again) does so on its first press only. ✏️ edit waits (in PostgreSQL, so
 across a restart, for ``EDIT_VALID_S``) for the user's next text in that chat, and runs
 ``COURIER_EDIT_COMMAND`` (``/qwen``) with it on the result; ``/cancel`` or the prompt's button stops
-the wait.
+the wait. Where that command's model files are missing on every backend taking jobs (as their
+health checks recorded them), it runs ``FALLBACK_EDIT_COMMAND`` instead (``/img`` on the picture:
+img2img with the default model and strength) and says so.
 """
 
 from __future__ import annotations
@@ -14,18 +16,20 @@ from __future__ import annotations
 import functools
 import html
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from telegram import InlineKeyboardMarkup, Update
 from telegram.constants import ParseMode
 
-from ..store import access, buttons
+from ..jobs.readiness import ModelFile, known_models, missing_everywhere, needed_files
+from ..store import access, backends, buttons, commands
 from ..store.jobs import Job
 from . import forget, keyboards, queueing
 from .context import CourierContext
 from .options import format_options, split_options
 
 UPSCALE_COMMAND = "upscale"
+FALLBACK_EDIT_COMMAND = "img"
 EDIT_VALID_S = 600
 INFO_EVERY_S = 10.0
 HISTORY_LENGTH = 10
@@ -135,9 +139,33 @@ async def edit_instruction(update: Update, context: CourierContext) -> bool:
     pending = await buttons.take_edit(context.pool, user_id=update.effective_user.id, chat_id=message.chat_id)
     if pending is None:
         return False
-    await queueing.queue_command(update, context, context.settings.edit_command, message.text,
-                                 pending.payload["file_id"])
+    configured = context.settings.edit_command
+    name = await edit_command(context, configured)
+    if name != configured:
+        await message.reply_text(context.t(update, "edit_fallback", name=configured, fallback=name))
+    await queueing.queue_command(update, context, name, message.text, pending.payload["file_id"])
     return True
+
+
+def edit_choice(configured: str, needed: list[ModelFile], offers: Collection[Collection[str]],
+                fallback_enabled: bool) -> str:
+    """The command ✏️ runs: ``configured``, unless ``needed`` (its model files) are missing on every
+    backend of ``offers`` and the fallback command is there to run instead."""
+    if configured != FALLBACK_EDIT_COMMAND and fallback_enabled and missing_everywhere(needed, offers):
+        return FALLBACK_EDIT_COMMAND
+    return configured
+
+
+async def edit_command(context: CourierContext, configured: str) -> str:
+    """``edit_choice`` for ``configured`` with the stored commands and the backends taking jobs."""
+    command = await commands.get_command(context.pool, configured)
+    if command is None:  # the reply says it is unknown
+        return configured
+    fallback = await commands.get_command(context.pool, FALLBACK_EDIT_COMMAND)
+    offers = [models for row in await backends.list_backends(context.pool)
+              if row.healthy and not row.draining and (models := known_models(row)) is not None]
+    return edit_choice(configured, needed_files(command.workflow), offers,
+                       fallback is not None and fallback.enabled)
 
 
 async def cancel_edit(update: Update, context: CourierContext) -> bool:
