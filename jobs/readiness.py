@@ -3,8 +3,9 @@
 A command is ready on a backend when every model file its graph names is among the backend's
 models (the choices of its loaders in ``/object_info``, which the health checks record in the
 backends table: ``jobs/backends.py``). A graph names a model file where ComfyUI would refuse one
-it lacks (``errors.file_folder``: a loader's input, or a value with a model file's extension).
-Each file carries its download URL where a shipped command names it (``model_sources``). Pure.
+it lacks (``errors.file_folder``: a loader's input, or a value with a model file's extension), but
+the checkpoint of a command whose jobs choose theirs (``--model``: /img), which is a stand-in. Each
+file carries its download URL where a shipped command names it (``model_sources``). Pure.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import dataclasses
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from . import model_graph
 from .errors import file_folder
 from .model_sources import model_url
+from .options import command_options
+from .workflow import WorkflowError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,13 +39,23 @@ class Readiness:
 def needed_files(workflow: Mapping[str, Any]) -> list[ModelFile]:
     """The model files ``workflow`` (API format) names, each once, by name."""
     found: dict[str, ModelFile] = {}
+    per_job = _checkpoint_per_job(workflow)
     for node in workflow.values():
         for input_name, value in (node.get("inputs") or {}).items():
+            if per_job and node.get("class_type") == model_graph.LOADER and input_name == "ckpt_name":
+                continue
             if isinstance(value, str) and value and value not in found:
                 folder = file_folder(node.get("class_type", ""), input_name, value)
                 if folder is not None:
                     found[value] = ModelFile(value, folder, model_url(value))
     return sorted(found.values(), key=lambda file: file.name)
+
+
+def _checkpoint_per_job(workflow: Mapping[str, Any]) -> bool:
+    try:
+        return command_options(dict(workflow)).offers("model")
+    except WorkflowError:  # no Telegram Input (not a command's graph), or a malformed declaration
+        return False
 
 
 def readiness(needed: list[ModelFile], offered: Collection[str] | None) -> Readiness:

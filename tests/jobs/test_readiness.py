@@ -22,6 +22,15 @@ def test_a_shipped_graph_needs_the_files_of_its_manifest_with_their_urls():
                                 key=lambda file: file.name), name
 
 
+def test_a_command_whose_jobs_choose_the_checkpoint_needs_not_its_stand_in():
+    graph = shipped_workflow(MANIFEST["img"])  # --model: the job's checkpoint is one the backends have
+    assert any(node["inputs"].get("ckpt_name") for node in graph.values())
+    assert needed_files(graph) == []
+    fixed = {**graph, **{key: {**node, "inputs": {**node["inputs"], "options": ""}}
+                         for key, node in graph.items() if node["class_type"] == "CourierTelegramInput"}}
+    assert [file.folder for file in needed_files(fixed)] == ["checkpoints"]  # no --model: its own file
+
+
 def test_a_published_graph_needs_its_loaders_files_once_without_a_url():
     graph = {
         "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "mine.safetensors"}},
