@@ -95,7 +95,7 @@ def analyze(workflow: dict, *, prompt: str | None = None, image: Any = _AUTO,
         raise Unusable("has_telegram_nodes", "this graph has Telegram Input or Output nodes already: "
                                              "publish it as it is (without auto)")
     nodes = sorted(workflow, key=_order)
-    texts = tuple(n for n in nodes if _texts(workflow, n))
+    texts = tuple(n for n in nodes if workflow[n]["class_type"] not in (*SAVERS, IMAGE_LOADER) and _texts(workflow, n))
     starts = [(n, "positive") for n in nodes if is_link(workflow[n]["inputs"].get("positive"))]
     starts += [(n, via) for n in nodes for kind, via in GUIDERS.items() if workflow[n]["class_type"] == kind]
     encoders = _sources(workflow, starts, texts)

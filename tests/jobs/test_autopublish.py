@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from comfyui_courier.jobs.autopublish import Unusable, analyze, rewritten, summary
 from comfyui_courier.jobs.options import command_options, offered
@@ -190,6 +192,14 @@ def test_what_cannot_be_published_says_why(workflow, code, says):
     assert summary(workflow, found)["problem"] == {"code": code, "message": str(found.problem)}
 
 
+def test_savers_and_the_load_image_are_never_the_prompt():
+    odd = graph(**{"9": {**DEFAULT_SD["9"], "inputs": {**DEFAULT_SD["9"]["inputs"], "text": "a caption"}},
+                   "10": {"class_type": "LoadImage", "inputs": {"image": "a.png", "prompt": "x"}}})
+    assert analyze(odd).texts == ("6", "7")
+    with pytest.raises(Unusable, match="not a node with a text widget"):
+        analyze(odd, prompt="9")
+
+
 def test_a_graph_with_telegram_nodes_is_published_as_it_is():
     demo = json.loads((API_DIR / "demo.json").read_text(encoding="utf-8"))
     with pytest.raises(Unusable, match="without auto") as raised:
@@ -294,3 +304,52 @@ def test_a_shipped_command_without_its_telegram_nodes_is_found_again(name):
         and o not in (IMAGE, MASK)}  # the picture comes from the user, or is the demo's prompt card
     assert nodes_of(result, OUTPUT_NODE) == nodes_of(plain, "SaveImage") + nodes_of(plain, "SaveVideo")
     assert "900" not in result
+
+
+CLASSES = ("KSampler", "CLIPTextEncode", "ConditioningCombine", "LoadImage", "SaveImage", "PreviewImage",
+           "EmptyLatentImage", "VAEDecode", "SaveAnimatedWEBP", "ControlNetApplyAdvanced", "RandomNoise")
+INPUT_NAMES = ("positive", "negative", "text", "seed", "noise_seed", "steps", "scheduler", "width", "height",
+               "images", "video", "image", "conditioning", "conditioning_1", "fps", "start_at_step")
+VALUES = st.one_of(st.integers(-2, 2**65), st.booleans(), st.text(max_size=5), st.floats(allow_nan=False),
+                   st.none(), st.lists(st.integers(), max_size=2))
+
+
+@st.composite
+def graphs(draw):
+    """ComfyUI's default graph with nodes added and inputs changed at random (links to any node, or none)."""
+    workflow = copy.deepcopy(DEFAULT_SD)
+    ids = list(workflow) + draw(st.lists(st.sampled_from(["10", "11", "12", "a", "5:1"]), max_size=4, unique=True))
+    link = st.tuples(st.sampled_from([*ids, "99"]), st.integers(0, 2)).map(list)
+    for node_id in ids:
+        if node_id not in workflow:
+            workflow[node_id] = {"class_type": draw(st.sampled_from(CLASSES)), "inputs": {}}
+        workflow[node_id]["inputs"] |= draw(st.dictionaries(st.sampled_from(INPUT_NAMES), st.one_of(VALUES, link),
+                                                            max_size=3 if node_id in DEFAULT_SD else 6))
+    return workflow
+
+
+@settings(max_examples=400, deadline=None, database=None)  # no .hypothesis folder in the pack
+@given(workflow=graphs(), choice=st.sampled_from([{}, {"prompt": "1"}, {"image": None}, {"outputs": ["1"]}]))
+def test_any_graph_is_found_in_or_refused_with_a_reason(workflow, choice):
+    """Whatever the graph: Unusable with a code, or a problem, or a graph with one Telegram Input whose
+    links all lead to nodes that are there (the route's check refuses links a saver's removal broke)."""
+    try:
+        found = analyze(workflow, **choice)
+    except Unusable as exc:
+        assert exc.code == "bad_choice"
+        return
+    json.dumps(summary(workflow, found))
+    if found.problem is not None:
+        assert found.problem.code in ("no_output", "no_sampler", "no_prompt", "two_prompts", "two_images")
+        return
+    result = rewritten(workflow, found, "mine")
+    assert len(nodes_of(result, INPUT_NODE)) == 1 and nodes_of(result, OUTPUT_NODE)
+    source = nodes_of(result, INPUT_NODE)[0]
+    if found.prompt is not None:
+        assert [source, PROMPT] in result[found.prompt]["inputs"].values()
+    removed = set(workflow) - set(result)
+    assert removed <= set(found.savers) | {found.image}
+    for node in result.values():
+        for value in node["inputs"].values():
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[1], int) and value[0] not in result:
+                assert value[0] in removed or value[0] not in workflow
