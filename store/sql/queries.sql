@@ -674,3 +674,8 @@ WITH sessions AS (
 )
 DELETE FROM courier_jobs WHERE id = $1 AND user_id = $2 AND status IN ('succeeded', 'failed', 'cancelled')
 RETURNING id, chat_id, backend, status_message_id, params->>'image_file_id' IS NOT NULL AS had_input, result;
+
+-- take_send_slots --
+-- Reports the answered slots $7 (answered $8 ms ago) of bot $1 (sha256 of its token), then takes up to
+-- $2 of the $3 slots in any $4 ms; see courier_take_send_slots_v1.
+SELECT slots, wait_ms FROM courier_take_send_slots_v1($1, $2, $3, $4, $5, $6, $7, $8);

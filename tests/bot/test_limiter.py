@@ -3,7 +3,8 @@
 The window arithmetic on a fake clock; then real python-telegram-bot against the emulator with
 its flood limits on (``enforce_limits``: 429 past them, as Telegram), whose request log shows what
 Telegram would have counted: a burst to 100 chats never passes 30 in any second, one chat flooded
-never passes 13 in any 10 s and a 429 in one chat pauses that chat only.
+never passes 13 in any 10 s, a 429 in one chat pauses that chat only, and two hosts of one bot
+sharing one PostgreSQL (bot/fleet.py) stay within 30 in any second together.
 """
 
 import asyncio
@@ -14,9 +15,12 @@ from telegram.error import RetryAfter
 from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
+from comfyui_courier.bot.fleet import BATCH, FleetSlots
 from comfyui_courier.bot.limiter import ResultsFirstLimiter
 from comfyui_courier.bot.windows import FloodHits, Limit, SlidingWindow, counted
 from comfyui_courier.emulator.botapi.limits import busiest, is_message
+from comfyui_courier.store import send_slots
+from comfyui_courier.store.pool import create_pool
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -162,3 +166,57 @@ async def test_a_429_in_one_chat_pauses_that_chat_while_the_others_go_on(botapi,
     others = message_times(botapi_bot, 2) + message_times(botapi_bot, 3)
     assert retried - first >= 2.0 and len(others) == 26 and max(others) < retried
 
+
+# --- the fleet: every host of one bot, through PostgreSQL ------------------------------------------
+
+async def test_the_ledger_holds_a_slot_until_a_period_after_its_answer(store):
+    key = b"k" * 32
+
+    async def take(wanted: int, answered=(), open_s: float = 60.0, bot: bytes = key):
+        return await send_slots.take(store.pool, bot, wanted, 6, 60.0, open_s=open_s, poll_s=0.05,
+                                     answered=list(answered))
+
+    first, wait_s = await take(4)
+    assert len(first) == 4 and wait_s == 0
+    more, wait_s = await take(4)
+    assert len(more) == 2 and wait_s == 0.05  # all six on their way: ask again soon
+    assert len((await take(4, bot=b"o" * 32))[0]) == 4  # another bot's ledger
+    none, wait_s = await take(1, [(slot, 0.0) for slot in first + more])
+    assert none == [] and 59 < wait_s <= 60  # answered just now: held for the period
+    assert len((await take(6, [(slot, 61.0) for slot in first + more]))[0]) == 6  # answered over a period ago
+    gone = b"g" * 32
+    assert len((await take(6, open_s=0, bot=gone))[0]) == 6
+    assert len((await take(6, bot=gone))[0]) == 6  # never answered: let go when open_s ran out
+    async with store.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM courier_send_bots") == 3
+
+
+async def test_two_hosts_of_one_bot_stay_within_30_in_any_second_together(botapi, botapi_bot, store, pg_database,
+                                                                          monkeypatch):
+    """Each host alone would send 30 in a second; through the shared ledger the two together do, in
+    round trips that take several slots while several messages wait."""
+    chats = range(2001, 2081)
+    for chat in chats:
+        botapi_bot.inject_text(chat, "/start")
+    botapi_bot.enforce_limits()
+    other_pool = await create_pool(pg_database)
+    asked = []
+    real_take = send_slots.take
+
+    async def counting_take(*args, **kwargs):
+        asked.append(args[2])
+        return await real_take(*args, **kwargs)
+
+    monkeypatch.setattr(send_slots, "take", counting_take)
+    try:
+        hosts = [bot(botapi, botapi_bot, ResultsFirstLimiter(max_retries=0, fleet=FleetSlots(pool, botapi_bot.token)))
+                 for pool in (store.pool, other_pool)]
+        async with hosts[0] as first, hosts[1] as second:
+            sent = await asyncio.gather(*(host.send_message(chat, "result")
+                                          for chat, host in zip(chats, [first, second] * 40, strict=True)),
+                                        return_exceptions=True)
+    finally:
+        await other_pool.close()
+    assert [error for error in sent if isinstance(error, Exception)] == [] and refused(botapi_bot) == []
+    assert busiest(message_times(botapi_bot), 1.0) <= 30
+    assert max(asked) == BATCH and len([wanted for wanted in asked if wanted]) < len(chats)  # several a round trip

@@ -1,0 +1,112 @@
+"""Telegram's overall limit (30 messages in any second) kept for every host of one bot together:
+each message takes a slot from one ledger in PostgreSQL (``store/send_slots.py``), a few per round
+trip when several wait.
+
+A slot is held as in the host's own window (``windows``): from its grant until a period after its
+message was answered, which the host reports in its next round trip (soon after the answer:
+``REPORT_S``; late only holds the slot longer). So no second at Telegram's end sees more than the
+limit from all hosts, however long each message is on its way. A slot whose answer is never
+reported (its host died) is let go ``OPEN_S`` after its grant, longer than any request may take.
+While the database does not answer, each host keeps its own window only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import deque
+from collections.abc import Callable
+
+from ..logs import get_logger
+from ..store import send_slots
+from ..store.errors import StoreError
+from .windows import TELEGRAM, Limit
+
+log = get_logger("bot.fleet")
+
+BATCH = 5
+"""The most slots one round trip takes (as many as messages wait, up to this)."""
+REPORT_S = 0.05
+"""How long answers are gathered before a round trip that only reports them."""
+POLL_S = 0.05
+"""How soon to ask again when every slot is on its way (other hosts report their answers meanwhile)."""
+OPEN_S = 60.0
+OUTAGE_LOG_S = 60.0
+
+
+class FleetSlots:
+    """The slots of ``limit`` shared by every host that sends as the bot with ``token`` (only its
+    sha256 is kept, and stored). One round trip at a time reports the answers since the last one and
+    asks for as many slots as messages wait (up to ``BATCH``), handed to them in the order they came."""
+
+    def __init__(self, pool, token: str, limit: Limit = TELEGRAM.overall, *,
+                 clock: Callable[[], float] = time.monotonic):
+        self.key = hashlib.sha256(token.encode()).digest()
+        self.limit = limit
+        self._pool = pool
+        self._clock = clock
+        self._waiting: deque[asyncio.Future] = deque()
+        self._answered: list[tuple[int, float]] = []
+        """Slots whose message was answered, not reported yet: (id, when)."""
+        self._asker: asyncio.Task | None = None
+        self._outage_logged = -OUTAGE_LOG_S
+
+    async def take(self) -> int | None:
+        """Waits for a slot of the fleet's (its id; None while the database is out of reach): send the
+        message right after, and call ``answered`` with the id once it was answered or failed."""
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        self._ask_soon()
+        try:
+            return await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.answered(turn.result())  # given as the message was cancelled: not sent
+            raise
+
+    def answered(self, slot: int | None) -> None:
+        if slot is not None:
+            self._answered.append((slot, self._clock()))
+            self._ask_soon()
+
+    def close(self) -> None:
+        if self._asker is not None:
+            self._asker.cancel()
+
+    def _ask_soon(self) -> None:
+        if self._asker is None or self._asker.done():
+            self._asker = asyncio.create_task(self._ask(), name="courier-fleet-slots")
+
+    async def _ask(self) -> None:
+        while self._still_waiting() or self._answered:
+            if not self._waiting:
+                await asyncio.sleep(REPORT_S)  # gather answers: one round trip for several
+            wanted = min(BATCH, len(self._waiting))
+            now = self._clock()
+            answered, self._answered = self._answered, []
+            try:
+                slots, wait_s = await send_slots.take(
+                    self._pool, self.key, wanted, self.limit.limit, self.limit.period, open_s=OPEN_S, poll_s=POLL_S,
+                    answered=[(slot, now - at) for slot, at in answered])
+            except StoreError as exc:
+                self._outage(exc)
+                slots, wait_s = [None] * len(self._waiting), 0.0
+            for slot in slots:
+                if self._still_waiting():
+                    self._waiting.popleft().set_result(slot)
+                else:
+                    self.answered(slot)  # its message was cancelled meanwhile
+            if len(slots) < wanted:
+                await asyncio.sleep(wait_s)
+
+    def _still_waiting(self) -> bool:
+        """Whether a message waits (the first in ``_waiting`` is one)."""
+        while self._waiting and self._waiting[0].done():
+            self._waiting.popleft()
+        return bool(self._waiting)
+
+    def _outage(self, exc: StoreError) -> None:
+        if self._clock() - self._outage_logged >= OUTAGE_LOG_S:
+            self._outage_logged = self._clock()
+            log.warning("the fleet's message slots are out of reach (%s): this host keeps its own limit only", exc)
