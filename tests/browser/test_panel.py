@@ -162,12 +162,14 @@ async def test_publish_from_the_panel_then_the_bot_answers(comfyui_with_everythi
         await page.screenshot(ARTIFACTS / "04-benchmarks.png")
 
         # the Models section: /f lacks its weights on this ComfyUI, each with its download link; /demo needs none
-        ready = "document.querySelector('.courier-panel [data-courier=readiness] tr[data-command={}] td[data-ready]')"
+        ready = "document.querySelector('.courier-panel [data-courier=readiness] tr[data-models-of={}] td[data-ready]')"
         await page.wait_for(f"{ready.format('f')}?.dataset.ready === 'false'", what="/f not ready (no weights here)")
         assert await page.evaluate(f"{ready.format('demo')}.dataset.ready") == "true"
         links = await page.evaluate("[...document.querySelectorAll('.courier-panel [data-courier=readiness] "
-                                    "tr[data-command=f] a')].map((a) => a.href)")
+                                    "tr[data-models-of=f] a')].map((a) => a.href)")
         assert sorted(links) == sorted(model["url"] for model in seed_manifest()["f"]["models"])
+        await page.evaluate("document.querySelector('.courier-panel [data-courier=readiness]').scrollIntoView()")
+        await page.screenshot(ARTIFACTS / "06-models.png")
 
         # the workflow menu's entry runs the same publishing through ComfyUI's dialogs
         assert await page.evaluate("app.extensionManager.command.commands"
