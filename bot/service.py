@@ -27,7 +27,7 @@ from .fleet import FleetSlots
 from .handlers import ALLOWED_UPDATES, build_handlers, command_menu, on_error
 from .limiter import ResultsFirstLimiter
 from .outage import finished
-from .polling import Poller
+from .polling import Poller, UpdatesRequest
 
 log = get_logger("bot")
 
@@ -35,8 +35,10 @@ log = get_logger("bot")
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
-def build_application(settings: Settings, store, proxy: str | None = None) -> Application:
-    """The bot; ``proxy`` (socks5h://...) carries all its Bot API traffic when given."""
+def build_application(settings: Settings, store, proxy: str | None = None,
+                      updates: UpdatesRequest | None = None) -> Application:
+    """The bot; ``proxy`` (socks5h://...) carries all its Bot API traffic when given; getUpdates goes
+    over ``updates`` (one of its own by default)."""
     api = settings.telegram_api_url.rstrip("/")
     token = settings.telegram_bot_token.reveal()
     builder = (Application.builder()
@@ -46,8 +48,9 @@ def build_application(settings: Settings, store, proxy: str | None = None) -> Ap
                .context_types(ContextTypes(context=CourierContext, bot_data=BotData))
                .rate_limiter(ResultsFirstLimiter(max_retries=3, fleet=FleetSlots(store.pool, token)))
                .concurrent_updates(True))
+    builder = builder.get_updates_request(updates or UpdatesRequest(proxy))
     if proxy:
-        builder = builder.proxy(proxy).get_updates_proxy(proxy)
+        builder = builder.proxy(proxy)
     application = builder.updater(None).build()  # polling.Poller fetches the updates
     application.bot_data.settings = settings
     application.bot_data.store = store
@@ -70,7 +73,8 @@ class BotService:
     def __init__(self, settings: Settings, store, health: Health, proxy: str | None = None):
         self.settings = settings
         self.health = health
-        self.application = build_application(settings, store, proxy)
+        self._updates = UpdatesRequest(proxy)
+        self.application = build_application(settings, store, proxy, self._updates)
         self.application.bot_data.publish_admin_menu = lambda admin_id: self.publish_command_menu([admin_id])
         self._started = False
         self._poller: Poller | None = None
@@ -109,8 +113,8 @@ class BotService:
             self.health.set("bot", "ok", f"@{self.application.bot.username}", mode="send-only")
             return
         if not self.settings.webhook_url:
-            self._poller = Poller(self.application, self.application.bot_data.store.pool, list(ALLOWED_UPDATES),
-                                  self.process_update)
+            self._poller = Poller(self.application, self._updates, self.application.bot_data.store.pool,
+                                  list(ALLOWED_UPDATES), self.process_update)
             self._poller.start()
         else:
             self.webhook_secret = self.settings.webhook_secret or Secret(

@@ -9,11 +9,11 @@ from typing import Any
 from .db import Db, acquire, query
 
 
-async def keep(db: Db, bot_id: int, updates: list[dict[str, Any]]) -> set[int]:
-    """Commit ``updates`` (getUpdates' JSON); the ids of those not kept before."""
-    ids, payloads = [update["update_id"] for update in updates], [json.dumps(update) for update in updates]
+async def keep(db: Db, bot_id: int, answer: str) -> set[int]:
+    """Commit the updates of ``answer`` (a getUpdates answer's JSON text, ``{"ok": true, "result":
+    [...]}``), in one statement; the ids of those not kept before."""
     async with acquire(db) as conn:
-        return {row["update_id"] for row in await conn.fetch(query("keep_polled_updates"), bot_id, ids, payloads)}
+        return {row["update_id"] for row in await conn.fetch(query("keep_polled_updates"), bot_id, answer)}
 
 
 async def unhandled(db: Db, bot_id: int) -> list[dict[str, Any]]:
