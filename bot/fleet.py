@@ -13,6 +13,7 @@ While the database does not answer, each host keeps its own window only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections import deque
@@ -20,7 +21,6 @@ from collections.abc import Callable
 
 from ..logs import get_logger
 from ..store import send_slots
-from ..store.errors import StoreError
 from .windows import TELEGRAM, Limit
 
 log = get_logger("bot.fleet")
@@ -31,7 +31,10 @@ REPORT_S = 0.05
 """How long answers are gathered before a round trip that only reports them."""
 POLL_S = 0.05
 """How soon to ask again when every slot is on its way (other hosts report their answers meanwhile)."""
-OPEN_S = 60.0
+OPEN_S = 35.0
+"""Longer than any request may take (python-telegram-bot's connect, 20 s media write and read timeouts)."""
+FLUSH_S = 2.0
+"""How long closing waits to report the last answers (unreported, their slots stay held until OPEN_S)."""
 OUTAGE_LOG_S = 60.0
 
 
@@ -70,9 +73,18 @@ class FleetSlots:
             self._answered.append((slot, self._clock()))
             self._ask_soon()
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Stops asking, and reports the answers not reported yet, so the other hosts need not wait for
+        these slots' ``OPEN_S``."""
         if self._asker is not None:
             self._asker.cancel()
+        answered, self._answered = self._answered, []
+        if answered:
+            now = self._clock()
+            with contextlib.suppress(Exception):  # best effort: the database may be gone already
+                await asyncio.wait_for(send_slots.take(
+                    self._pool, self.key, 0, self.limit.limit, self.limit.period, open_s=OPEN_S, poll_s=POLL_S,
+                    answered=[(slot, now - at) for slot, at in answered]), FLUSH_S)
 
     def _ask_soon(self) -> None:
         if self._asker is None or self._asker.done():
@@ -89,7 +101,7 @@ class FleetSlots:
                 slots, wait_s = await send_slots.take(
                     self._pool, self.key, wanted, self.limit.limit, self.limit.period, open_s=OPEN_S, poll_s=POLL_S,
                     answered=[(slot, now - at) for slot, at in answered])
-            except StoreError as exc:
+            except Exception as exc:  # whatever fails here, messages must not wait for ever
                 self._outage(exc)
                 slots, wait_s = [None] * len(self._waiting), 0.0
             for slot in slots:
@@ -106,7 +118,7 @@ class FleetSlots:
             self._waiting.popleft()
         return bool(self._waiting)
 
-    def _outage(self, exc: StoreError) -> None:
+    def _outage(self, exc: Exception) -> None:
         if self._clock() - self._outage_logged >= OUTAGE_LOG_S:
             self._outage_logged = self._clock()
             log.warning("the fleet's message slots are out of reach (%s): this host keeps its own limit only", exc)

@@ -62,7 +62,7 @@ class ResultsFirstLimiter(BaseRateLimiter[str]):
         for gate in (self._overall, *self._chats.values()):
             gate.close()
         if self.fleet is not None:
-            self.fleet.close()
+            await self.fleet.close()
 
     async def process_request(self, callback, args, kwargs, endpoint, data, rate_limit_args):
         if not counted(endpoint, data):

@@ -220,3 +220,15 @@ async def test_two_hosts_of_one_bot_stay_within_30_in_any_second_together(botapi
     assert [error for error in sent if isinstance(error, Exception)] == [] and refused(botapi_bot) == []
     assert busiest(message_times(botapi_bot), 1.0) <= 30
     assert max(asked) == BATCH and len([wanted for wanted in asked if wanted]) < len(chats)  # several a round trip
+    async with store.pool.acquire() as conn:  # every answer reported: no slot waits for its host to be declared dead
+        assert await conn.fetchval("SELECT count(*) FILTER (WHERE NOT answered) FROM courier_send_slots") == 0
+
+
+async def test_while_the_database_is_out_of_reach_each_host_keeps_its_own_window(botapi, botapi_bot, pg_database):
+    for chat in (1, 2, 3):
+        botapi_bot.inject_text(chat, "/start")
+    gone = await create_pool(pg_database)
+    await gone.close()
+    async with bot(botapi, botapi_bot, ResultsFirstLimiter(max_retries=0, fleet=FleetSlots(gone, "1:x"))) as tg:
+        await asyncio.gather(*(tg.send_message(chat, "result") for chat in (1, 2, 3)))
+    assert len(message_times(botapi_bot)) == 3
