@@ -3,6 +3,10 @@
 ``/settings`` shows them, ``/settings --ar 16:9 --steps 4`` sets those two (keeping the others),
 ``/settings reset`` clears them all. They are checked against the widest range any graph can
 take; each command then uses those it offers and can take (``options.choose``).
+
+An admin sets a command's own defaults for everyone the same way, ``/settings /img --model sdxl``
+(``/settings /img`` shows them, ``/settings /img reset`` clears them): checked against what the
+command takes, model names against the backends' files; a user's own defaults and what they type win.
 """
 
 from __future__ import annotations
@@ -11,11 +15,14 @@ import functools
 
 from telegram import Update
 
-from ..jobs.options import WIDEST, OptionError
+from ..jobs.model_names import job_graph
+from ..jobs.options import WIDEST, OptionError, command_options
+from ..store import backends, commands
 from ..store.user_options import get_user_options, set_user_options
+from .access import is_admin
 from .context import CourierContext
 from .options import choose, format_options, option_message, split_options
-from .parsing import MAX_PROMPT_CHARS, parse_command
+from .parsing import MAX_PROMPT_CHARS, echo, parse_command
 
 RESET = "reset"
 
@@ -26,6 +33,9 @@ async def settings(update: Update, context: CourierContext) -> None:
     say = functools.partial(context.t, update)
     request = parse_command(message.text, context.bot.username)
     text = request.args if request is not None else ""
+    if text.startswith("/"):
+        await command_settings(update, context, text[1:])
+        return
     current = await get_user_options(context.pool, user.id)
     if not text:
         await message.reply_text(say("settings_show", options=current) if current else say("settings_none"))
@@ -49,3 +59,44 @@ async def settings(update: Update, context: CourierContext) -> None:
     saved = format_options(used)
     await set_user_options(context.pool, user.id, saved)
     await message.reply_text(say("settings_saved", options=saved))
+
+
+async def command_settings(update: Update, context: CourierContext, text: str) -> None:
+    """``/settings /<name> [options | reset]``: show, set or clear command ``name``'s defaults; admins only."""
+    message = update.effective_message
+    say = functools.partial(context.t, update)
+    name, _, rest = text.partition(" ")
+    name, rest = name.lower(), rest.strip()
+    if not is_admin(update, context):
+        await message.reply_text(say("admin_only", name="settings /" + echo(name)))
+        return
+    command = await commands.get_command(context.pool, name)
+    if command is None:
+        await message.reply_text(say("unknown_command", name=echo(name)))
+        return
+    if not rest:
+        await message.reply_text(say("command_settings_show", name=name, options=command.defaults)
+                                 if command.defaults else say("command_settings_none", name=name))
+        return
+    if rest.lower() == RESET:
+        await commands.set_command_defaults(context.pool, name, "")
+        await message.reply_text(say("command_settings_cleared", name=name))
+        return
+    if len(rest) > MAX_PROMPT_CHARS:
+        await message.reply_text(say("prompt_too_long", length=len(rest), limit=MAX_PROMPT_CHARS))
+        return
+    stray, typed = split_options(rest)
+    if stray:
+        await message.reply_text(say("command_settings_usage", name=name))
+        return
+    spec = command_options(command.workflow)
+    try:
+        chosen, used = choose(typed, split_options(command.defaults)[1], spec)
+        if spec.offers("model"):  # the names must mean files now, not at every user's command
+            job_graph(command.workflow, chosen, await backends.model_choices(context.pool), picture=False)
+    except OptionError as error:
+        await message.reply_text(option_message(error, say, name, spec))
+        return
+    saved = format_options(used)
+    await commands.set_command_defaults(context.pool, name, saved)
+    await message.reply_text(say("command_settings_saved", name=name, options=saved))

@@ -32,7 +32,7 @@ from ..jobs.options import WIDEST, command_options, offered
 from ..logs import get_logger
 from ..store import commands, jobs
 from ..store.errors import is_outage
-from . import access, admin, buttons, defaults, forget, keyboards, languages
+from . import access, admin, buttons, defaults, forget, keyboards, languages, models
 from .context import CourierContext
 from .options import option_lines
 from .outage import defer, tell_waiting
@@ -44,7 +44,7 @@ log = get_logger("bot")
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
-MENU_COMMANDS = ("help", "status", "cancel", "history", "quota", "lang", "forget", "settings")
+MENU_COMMANDS = ("help", "status", "cancel", "history", "quota", "lang", "forget", "settings", "models")
 """Built-ins shown in everyone's Telegram menu (admin commands only in the admins', ``admin.admin_menu``)."""
 BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_ALBUMS = 256
@@ -107,7 +107,7 @@ def command_menu(listed: list[commands.Command], language: str) -> list[tuple[st
     built_ins = {"help": say("menu_help"), "status": say("menu_status"), "cancel": say("menu_cancel"),
                  "history": say("menu_history"),
                  "quota": say("menu_quota"), "lang": say("menu_lang"), "forget": say("menu_forget"),
-                 "settings": say("menu_settings")}
+                 "settings": say("menu_settings"), "models": say("menu_models")}
     return [(c.name, describe(c, language)[:256] or c.name) for c in listed] + list(built_ins.items())
 
 
@@ -305,6 +305,8 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CommandHandler("lang", languages.lang, MESSAGES_ONLY), 0),
         (CallbackQueryHandler(languages.lang_button, pattern=f"^{languages.BUTTON_PREFIX}"), 0),
         (CommandHandler("settings", defaults.settings, MESSAGES_ONLY), 0),
+        (CommandHandler("models", models.models, MESSAGES_ONLY), 0),
+        (CallbackQueryHandler(models.turn, pattern=f"^{models.BUTTON_PREFIX}"), 0),
         (CommandHandler("forget", forget.forget, MESSAGES_ONLY), 0),
         (CallbackQueryHandler(forget.confirm, pattern=f"^{forget.BUTTON_PREFIX}"), 0),
         (CommandHandler("history", buttons.history, MESSAGES_ONLY), 0),

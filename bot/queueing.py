@@ -2,7 +2,11 @@
 
 Nothing is queued that the request already shows to be wrong: an unknown command, bad options,
 no prompt, a picture of the wrong type or size (as far as the update states it), or none where
-the command needs one.
+the command needs one. The options come from the text, over the user's defaults (/settings), over
+the command's own (an admin's ``/settings /name``). A command with the model options (/img) is
+img2img on a picture it is given (attached, replied to; the last result with ``--strength``), and
+its graph is built now (``model_names.job_graph``): a model name that means no file, or several,
+is refused here, and the job names the files it needs, so only a backend that has them claims it.
 """
 
 from __future__ import annotations
@@ -15,12 +19,13 @@ from telegram import Message, Update
 from telegram.constants import FileSizeLimit
 
 from .. import imaging
-from ..jobs.options import OptionError, command_options, plan
+from ..jobs.model_names import job_graph
+from ..jobs.options import TARGETS, OptionError, command_options, plan
 from ..jobs.workflow import requires_image
-from ..store import commands, sessions
+from ..store import backends, commands, sessions
 from . import access
 from .context import CourierContext
-from .options import choose, format_options, option_message, split_options
+from .options import choose, format_options, layered, option_message, split_options
 from .parsing import MAX_PROMPT_CHARS
 
 MAX_SEED = 2**32 - 1
@@ -82,18 +87,19 @@ async def queue_command(update: Update, context: CourierContext, name: str, text
     spec = command_options(command.workflow)
     prompt, typed = split_options(text)
     try:
-        chosen, used = choose(typed, split_options(defaults)[1], spec)
+        chosen, used = choose(typed, layered(split_options(defaults)[1], split_options(command.defaults)[1]), spec)
         runs = plan(chosen, spec, new_seed())
     except OptionError as error:
         await message.reply_text(option_message(error, say, name, spec))
         return False
+    strength_typed = any(TARGETS.get(option) == "strength" for option, _ in typed)
     if not prompt and not needs_image:
         await message.reply_text(context.t(update, "missing_prompt", name=name))
         return False
     if len(text) > MAX_PROMPT_CHARS:
         await message.reply_text(context.t(update, "prompt_too_long", length=len(text), limit=MAX_PROMPT_CHARS))
         return False
-    if not needs_image:
+    if not (needs_image or spec.offers("strength")):
         image = None
     elif image is None:
         max_bytes = int(context.settings.max_image_mb * 2**20)
@@ -103,17 +109,25 @@ async def queue_command(update: Update, context: CourierContext, name: str, text
         except Refusal as refusal:
             await message.reply_text(str(refusal))
             return False
-        if image is None:
+        if image is None and (needs_image or strength_typed):
             session = await sessions.get_session(context.pool, message.chat_id, user.id)
             image = next((o["file_id"] for o in reversed(session.last_outputs if session else [])
                           if o.get("kind") == "image"), None)
-        if image is None:
-            await message.reply_text(context.t(update, "needs_image", name=name))
+            if image is None:
+                await message.reply_text(context.t(update, "needs_image", name=name))
+                return False
+    workflow = command.workflow
+    if spec.offers("model"):
+        try:
+            workflow = job_graph(workflow, chosen, await backends.model_choices(context.pool),
+                                 picture=image is not None)
+        except OptionError as error:
+            await message.reply_text(option_message(error, say, name, spec))
             return False
     queued = None
     for part, run in enumerate(runs):  # one, or --n of them where the graph takes no batch
         params = {"prompt": prompt, "seed": run.seed, "options": format_options(used), "inputs": run.inputs,
-                  "image_file_id": image, "workflow": command.workflow}  # runs as it was when queued
+                  "image_file_id": image, "workflow": workflow}  # runs as it was when queued
         queued = await queue_job(update, context, name, params, part)
         if queued is None:
             break

@@ -3,10 +3,10 @@
 Every ``INTERVAL_S`` each backend is asked ``/system_stats``; an unreachable one is marked
 unhealthy, and the job claim (``store/sql/queries.sql``: ``claim_job``) stops giving it jobs
 until a check succeeds again. On recovery and every ``MODELS_REFRESH_S`` its ``/object_info``
-is read too, for the model files its loaders offer: a job naming a model file goes only to a
-backend that has it. A backend that is not among this dispatcher's and that no host has seen
-answer for ``STALE_S`` (a ComfyUI of an earlier run, long gone) is marked down at each round:
-no host probes it, so it would otherwise look healthy for ever.
+is read too, for the model files its loaders offer (and their kinds, for /img and /models): a
+job naming a model file goes only to a backend that has it. A backend that is not among this
+dispatcher's and that no host has seen answer for ``STALE_S`` (a ComfyUI of an earlier run, long
+gone) is marked down at each round: no host probes it, so it would otherwise look healthy for ever.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..logs import get_logger
 from ..store import StoreError, backends
 from .comfy_client import ComfyClient, ComfyError
 from .errors import is_model_file
+from .model_names import choices, kinds
 
 log = get_logger("backends")
 
@@ -49,19 +50,8 @@ def models_offered(object_info: Mapping[str, Any]) -> list[str]:
     for schema in object_info.values():
         for section in (schema.get("input") or {}).values():  # required, optional, hidden
             for spec in section.values() if isinstance(section, dict) else ():
-                names.update(o for o in _options(spec) if isinstance(o, str) and is_model_file(o))
+                names.update(o for o in choices(spec) if isinstance(o, str) and is_model_file(o))
     return sorted(names)
-
-
-def _options(spec: Any) -> list:
-    """The choices of an input spec: ``[[option, ...], {...}]``, or V3's ``["COMBO", {"options": [...]}]``."""
-    if not isinstance(spec, list) or not spec:
-        return []
-    if isinstance(spec[0], list):
-        return spec[0]
-    if spec[0] == "COMBO" and len(spec) > 1 and isinstance(spec[1], dict):
-        return spec[1].get("options") or []
-    return []
 
 
 class HealthChecks:
@@ -85,12 +75,12 @@ class HealthChecks:
     async def check(self, client: ComfyClient) -> None:
         url = client.base_url
         try:
-            models = await asyncio.wait_for(self._probe(client), TIMEOUT_S)
+            models, by_kind = await asyncio.wait_for(self._probe(client), TIMEOUT_S)
         except (ComfyError, asyncio.TimeoutError) as exc:
             await self.mark_down(url, str(exc) or f"no answer within {TIMEOUT_S:.0f} s")
             return
         try:
-            if await backends.record_check(self.pool, url, models=models):
+            if await backends.record_check(self.pool, url, models=models, kinds=by_kind):
                 log.info("backend %s answers again", shown_url(url))
                 self.on_recovered()
         except StoreError:
@@ -104,12 +94,12 @@ class HealthChecks:
         except StoreError:
             log.exception("recording the health of %s failed", shown_url(url))
 
-    async def _probe(self, client: ComfyClient) -> list[str] | None:
-        """Ask the backend; its model list when due (None: keep the recorded one)."""
+    async def _probe(self, client: ComfyClient) -> tuple[list[str] | None, dict[str, list[str]] | None]:
+        """Ask the backend; its model list and the files by kind when due (None: keep the recorded ones)."""
         await client.system_stats()
         read_at = self._models_read_at.get(client.base_url)
         if read_at is not None and time.monotonic() - read_at < MODELS_REFRESH_S:
-            return None
-        models = models_offered(await client.object_info())
+            return None, None
+        info = await client.object_info()
         self._models_read_at[client.base_url] = time.monotonic()
-        return models
+        return models_offered(info), kinds(info)

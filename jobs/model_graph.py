@@ -40,6 +40,12 @@ def offered(workflow: dict) -> dict[str, bool]:
             "strength": bool(_img2img_points(workflow))}
 
 
+def checkpoint_of(workflow: dict) -> str | None:
+    """The file the graph's (first) checkpoint loader loads."""
+    loaders = nodes_of(workflow, LOADER)
+    return workflow[loaders[0]]["inputs"].get("ckpt_name") if loaders else None
+
+
 def apply(workflow: dict, *, checkpoint: str | None = None, loras: Sequence[tuple[str, float]] = (),
           cfg: float | None = None, strength: float | None = None, sized: bool = False) -> dict:
     """A copy of ``workflow`` with the chosen files and values; ``strength`` (not None) makes it img2img

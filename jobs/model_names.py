@@ -3,7 +3,8 @@
 The backends' ``/object_info`` is the list: a file is a checkpoint where a node's ``ckpt_name``
 offers it, a LoRA where a ``lora_name`` does (``kinds``). A typed name means the file it names
 exactly (with or without its folder and extension), else the one file it begins, else the one
-it is part of; several, or none, are an ``OptionError`` naming the close ones.
+it is part of; several, or none, are an ``OptionError`` naming the close ones. ``job_graph`` puts
+the files meant into the graph a job runs.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import model_graph
 from .options import OptionError
 
 KINDS = {"ckpt_name": "checkpoints", "lora_name": "loras"}
 """The input that offers a model file -> its kind."""
-OPTION_KINDS = {"model": "checkpoints", "lora": "loras"}
-"""The option that names a model -> the kind of file it takes."""
+CHECKPOINTS, LORAS = KINDS.values()
+DEFAULT_STRENGTH = 0.6
+"""Of img2img on a picture given without ``--strength``."""
 MAX_LISTED = 8  # names in a reply about a name that matches several or none
 
 
@@ -77,3 +80,25 @@ def resolve(option: str, typed: str, names: Iterable[str]) -> str:
 def _listed(names: list[str]) -> str:
     shown = ", ".join(names[:MAX_LISTED])
     return shown + (", …" if len(names) > MAX_LISTED else "")
+
+
+def job_graph(workflow: dict, chosen: Mapping[str, Any], files: Mapping[str, Iterable[str]], *,
+              picture: bool) -> dict:
+    """The graph a job of ``workflow`` runs with the model options ``chosen`` (``bot.options.choose``),
+    the names meaning files of ``files`` (kind -> names, what the backends have); img2img where a
+    ``picture`` is given.
+
+    Without ``--model`` the graph keeps its checkpoint where a backend has it, else takes the first
+    one there is (a shipped graph's is a stand-in); with no list yet, it is left as it is.
+    :raises OptionError: a name means no file, or several.
+    """
+    checkpoints = sorted(files.get(CHECKPOINTS, ()))
+    if "model" in chosen:
+        checkpoint = resolve("model", chosen["model"], checkpoints)
+    else:
+        stored = {model_graph.checkpoint_of(workflow)} & set(checkpoints)
+        checkpoint = next(iter(stored), checkpoints[0] if checkpoints else None)
+    loras = [(resolve("lora", name, files.get(LORAS, ())), weight) for name, weight in chosen.get("lora", ())]
+    return model_graph.apply(workflow, checkpoint=checkpoint, loras=loras, cfg=chosen.get("cfg"),
+                             strength=chosen.get("strength", DEFAULT_STRENGTH) if picture else None,
+                             sized="size" in chosen)

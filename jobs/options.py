@@ -61,6 +61,7 @@ IMAGE, WIDTH, HEIGHT, STEPS, NEGATIVE, BATCH = 1, 4, 5, 8, 9, 10
 _ITEM = re.compile(r"([a-z]+)(?:=([0-9.]{1,8})(?:-([0-9.]{1,8}))?)?")
 _DECIMAL = re.compile(r"[0-9]{1,5}(?:\.[0-9]{0,6})?|\.[0-9]{1,6}")
 _SIZE = re.compile(r"([0-9]{1,5})[xX×]([0-9]{1,5})")
+_SIDE = re.compile(r"([0-9]{1,5})")
 _RATIO = re.compile(r"([0-9]{1,4}):([0-9]{1,4})")
 
 
@@ -242,8 +243,8 @@ def _number(name: str, value: str, low: int, high: int) -> int:
 
 def _size(value: str, spec: OptionSpec) -> tuple[int, int]:
     low, high = spec.ranges["size"]
-    match = _SIZE.fullmatch(value)
-    sides = (int(match[1]), int(match[2])) if match else ()
+    match = _SIZE.fullmatch(value) or _SIDE.fullmatch(value)  # WxH, or one side of a square
+    sides = (int(match[1]), int(match[match.lastindex])) if match else ()
     if not sides or not all(low <= side <= high for side in sides):
         raise OptionError("option_bad_size", value=_shown(value), low=low, high=high)
     return tuple(_round(side, SIZE_STEP, low, high) for side in sides)

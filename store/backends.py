@@ -7,7 +7,7 @@ so a drain or a failed check stops claims on every host at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from .db import Db, acquire, query
@@ -25,6 +25,7 @@ class Backend:
     last_seen_at: datetime | None
     checked_at: datetime | None
     last_error: str | None
+    model_kinds: dict[str, list[str]] = field(default_factory=dict)  # kind -> its files (jobs/model_names.py)
     running: int = 0  # jobs running on it now; set by list_backends
 
 
@@ -41,13 +42,34 @@ async def list_backends(db: Db, urls: list[str] | None = None) -> list[Backend]:
         return [Backend(**row) for row in await conn.fetch(query("list_backends"), urls)]
 
 
-async def record_check(db: Db, url: str, *, error: str | None = None, models: list[str] | None = None) -> bool:
-    """Record a health check: healthy unless ``error``; ``models`` replaces the model list when given.
+async def record_check(db: Db, url: str, *, error: str | None = None, models: list[str] | None = None,
+                       kinds: dict[str, list[str]] | None = None) -> bool:
+    """Record a health check: healthy unless ``error``; ``models`` replaces the model list when given,
+    ``kinds`` the model files by kind.
 
     True if it has recovered: it was unhealthy before, and is healthy now.
     """
     async with acquire(db) as conn:
-        return bool(await conn.fetchval(query("record_check"), url, error, models))
+        return bool(await conn.fetchval(query("record_check"), url, error, models, kinds))
+
+
+async def taking_jobs(db: Db) -> list[Backend]:
+    """The backends that take jobs now (healthy, not draining), oldest first."""
+    return [backend for backend in await list_backends(db) if backend.healthy and not backend.draining]
+
+
+def model_files(listed: list[Backend]) -> dict[str, set[str]]:
+    """kind -> the model files of that kind one of ``listed`` has: what a typed name may mean."""
+    found: dict[str, set[str]] = {}
+    for backend in listed:
+        for kind, names in backend.model_kinds.items():
+            found.setdefault(kind, set()).update(names)
+    return found
+
+
+async def model_choices(db: Db) -> dict[str, set[str]]:
+    """``model_files`` of the backends taking jobs."""
+    return model_files(await taking_jobs(db))
 
 
 STALE = "stale"

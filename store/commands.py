@@ -22,6 +22,7 @@ class Command:
     source: str  # 'seed' | 'published'
     created_at: datetime
     updated_at: datetime
+    defaults: str = ""  # options an admin set for everyone ("--model sdxl"), under each user's own
 
 
 def check_name(name: str) -> str:
@@ -61,6 +62,13 @@ async def get_command_for_user(db: Db, name: str, user_id: int) -> tuple[Command
         row = dict(await conn.fetchrow(query("get_command_for_user"), name, user_id))
     options = row.pop("user_options") or ""
     return (None if row["name"] is None else Command(**row)), options
+
+
+async def set_command_defaults(db: Db, name: str, options: str) -> bool:
+    """Keep ``options`` as command ``name``'s defaults for everyone ("" clears them); False if there is
+    no such command."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("set_command_defaults"), name, options) is not None
 
 
 async def list_commands(db: Db, *, enabled_only: bool = False) -> list[Command]:

@@ -301,6 +301,10 @@ SELECT * FROM courier_commands WHERE name = $1;
 SELECT c.*, (SELECT options FROM courier_user_options WHERE user_id = $2) AS user_options
 FROM (SELECT 1) AS one LEFT JOIN courier_commands c ON c.name = $1;
 
+-- set_command_defaults --
+-- The options an admin set for command $1 ("" clears them); NULL if there is no such command.
+UPDATE courier_commands SET defaults = $2 WHERE name = $1 RETURNING defaults;
+
 -- list_commands --
 SELECT * FROM courier_commands WHERE enabled OR NOT $1 ORDER BY name;
 
@@ -329,14 +333,15 @@ WHERE $1::text[] IS NULL OR b.url = any($1::text[])
 ORDER BY b.id;
 
 -- record_check --
--- The outcome of a health check of backend $1: healthy (error $2 NULL, models $3 unless NULL)
--- or not. Returns whether it has recovered (was unhealthy, is healthy now).
+-- The outcome of a health check of backend $1: healthy (error $2 NULL, models $3 and their
+-- kinds $4 unless NULL) or not. Returns whether it has recovered (was unhealthy, is healthy now).
 UPDATE courier_backends b
 SET healthy = $2::text IS NULL,
     last_error = $2,
     checked_at = now(),
     last_seen_at = CASE WHEN $2::text IS NULL THEN now() ELSE b.last_seen_at END,
-    models = CASE WHEN $2::text IS NULL THEN coalesce($3, b.models) ELSE b.models END
+    models = CASE WHEN $2::text IS NULL THEN coalesce($3, b.models) ELSE b.models END,
+    model_kinds = CASE WHEN $2::text IS NULL THEN coalesce($4, b.model_kinds) ELSE b.model_kinds END
 FROM courier_backends before
 WHERE b.url = $1 AND before.id = b.id
 RETURNING NOT before.healthy AND b.healthy AS recovered;

@@ -103,7 +103,8 @@ CREATE TABLE courier_commands (
     enabled boolean NOT NULL DEFAULT true,
     source text NOT NULL CHECK (source IN ('seed', 'published')),
     created_at timestamptz NOT NULL DEFAULT now(),
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    defaults text NOT NULL DEFAULT ''  -- options an admin set for everyone, "--model sdxl" (/settings /name)
 );
 
 CREATE TABLE courier_backends (
@@ -117,7 +118,9 @@ CREATE TABLE courier_backends (
     draining boolean NOT NULL DEFAULT false,  -- finishes what it runs, takes nothing new
     -- model file names its /object_info lists (e.g. "sd_xl_base_1.0.safetensors")
     models jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(models) = 'array'),
-    checked_at timestamptz
+    checked_at timestamptz,
+    -- its model files by kind: {"checkpoints": [...], "loras": [...]} (jobs/model_names.py)
+    model_kinds jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(model_kinds) = 'object')
 );
 
 CREATE TABLE courier_benchmark_runs (

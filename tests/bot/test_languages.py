@@ -127,6 +127,8 @@ async def test_the_command_menu_is_published_in_every_language(courier, botapi_b
         assert menu["lang"] == said(language, "menu_lang")
         assert menu["settings"] == said(language, "menu_settings")
         assert menu["history"] == said(language, "menu_history")
-        assert list(menu)[-8:] == ["help", "status", "cancel", "history", "quota", "lang", "forget", "settings"]
+        assert menu["models"] == said(language, "menu_models")
+        assert list(menu)[-9:] == ["help", "status", "cancel", "history", "quota", "lang", "forget", "settings",
+                                   "models"]
     fallback = {c["command"]: c["description"] for c in botapi_bot.commands[(DEFAULT_SCOPE, "")]}
     assert fallback["help"] == said("en", "menu_help")  # COURIER_LANGUAGE for every other language

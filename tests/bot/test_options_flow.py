@@ -211,7 +211,8 @@ async def test_help_settings_explains_the_defaults_in_the_user_s_language(courie
     text = await answer(botapi_bot, USER, "/help settings")
     assert text.startswith("/settings — Your default options\n")
     assert "/settings reset" in text and text.endswith(
-        "Options you can set as defaults: --seed, --ar, --size, --steps, --n, --neg")
+        "Options you can set as defaults: --seed, --ar, --size, --steps, --n, --neg, --model, --lora, --cfg, "
+        "--strength")
     botapi_bot.emulator.add_user(OTHER, "Anna", language_code="de")
     text = await answer(botapi_bot, OTHER, f"/help@{botapi_bot.user['username']} /settings")
     assert text.startswith("/settings — Deine Standardoptionen") and "--ar 16:9 --steps 4" in text
@@ -254,7 +255,8 @@ async def test_settings_keep_defaults_that_apply_where_a_command_takes_them(cour
     ("/settings a cat",
      "/settings takes options only, e.g. /settings --ar 16:9 --steps 4 — or /settings reset to clear them."),
     ("/settings --colour red",
-     "/settings has no option --colour. It takes: --seed, --ar, --size, --steps, --n, --neg."),
+     "/settings has no option --colour. It takes: --seed, --ar, --size, --steps, --n, --neg, --model, --lora, "
+     "--cfg, --strength."),
     ("/settings --n 9", "--n takes a whole number from 1 to 4, not “9”."),
 ])
 async def test_bad_settings_are_explained_and_nothing_is_kept(courier_fake, botapi_bot, text, reply):

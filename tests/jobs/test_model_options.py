@@ -81,6 +81,11 @@ def test_a_bad_value_is_refused_with_its_reason(text, key, params):
         assert option_message(error, lambda k, **p: i18n.text(language, k, **p), "img", SPEC)  # noqa: B023
 
 
+def test_a_size_of_one_number_is_a_square():
+    assert chosen_of("--size 128")["size"] == (128, 128)
+    assert chosen_of("--size 100")["size"] == (96, 96)  # rounded to multiples of 8, as WxH
+
+
 def test_a_declared_count_caps_the_repeats():
     spec = command_options({**IMG, "1": {**IMG["1"], "inputs": {**IMG["1"]["inputs"], "options": "lora=1"}}})
     with pytest.raises(OptionError, match="option_too_many"):

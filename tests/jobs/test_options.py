@@ -106,7 +106,8 @@ def test_a_value_in_range_is_taken(name, value, expected):
     ("steps", "4.5", "option_bad_number", {}),
     ("n", "5", "option_bad_number", {"low": 1, "high": 4}),
     ("size", "4096x512", "option_bad_size", {"low": 256, "high": 2048}),
-    ("size", "512", "option_bad_size", {}),
+    ("size", "4096", "option_bad_size", {}),  # one side: a square
+    ("size", "512x", "option_bad_size", {}),
     ("size", "٣٠٠x٣٠٠", "option_bad_size", {}),
     ("ar", "5:1", "option_bad_ar", {"limit": "4"}),
     ("ar", "0:1", "option_bad_ar", {}),

@@ -1,0 +1,108 @@
+"""/img through the real sampler: the shipped command on the pack's tiny SD 1.x checkpoint and LoRA
+(``python <pack> tiny-models``) in a real ComfyUI, the real bot on the Bot API emulator, real PostgreSQL.
+
+What it proves: the checkpoint and LoRA a typed name means reach the backend's loaders (a LoraLoader
+chain the bot inserts), KSampler's progress becomes the status edits with step and percentage, the live
+preview is sent, a reply to a picture is img2img from that picture at ``--strength``, the Native Size
+node gives an SD 1.x model 512×512, and a name that means no file, or two, gets the reply naming them.
+"""
+
+import asyncio
+import io
+
+import pytest
+from PIL import Image
+
+from comfyui_courier import i18n
+from comfyui_courier.store import backends
+from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
+from comfyui_courier.tests.support.courier import replies_to, running_courier
+from comfyui_courier.tests.support.polling import until
+from comfyui_courier.tiny_models import CHECKPOINT
+
+pytestmark = pytest.mark.timeout(300)
+
+RUN_S = 60.0
+USER = 1819
+TWIN = "twin-tiny-sd15.safetensors"  # a second checkpoint whose name shares "sd15" with the tiny one
+STEPS = 36  # about 3 s of sampling at 128 px on two cores (12 steps take about 1 s)
+
+
+@pytest.fixture
+async def courier(comfyui_factory, tiny_models, pg_database, botapi, botapi_bot, tmp_path):
+    """The backend's pack on the bot's database (results are handed over through it), as in production."""
+    server = comfyui_factory(start=False, env={"COURIER_DATABASE_URL": pg_database},
+                             extra_args=["--preview-method", "latent2rgb"])
+    link_tiny_models(server, tiny_models)
+    (server.base_directory / "models" / "checkpoints" / TWIN).symlink_to(tiny_models / CHECKPOINT)
+    await asyncio.to_thread(server.start)
+    async with running_courier(botapi, botapi_bot, pg_database, server.url, tmp_path,
+                               COURIER_ALLOWED_USERS=str(USER)) as service:
+        await until(lambda: backends.model_choices(service.store.pool), 60, "model lists in the backends table")
+        yield service
+
+
+async def result(bot, request: dict) -> Image.Image:
+    try:
+        call = await bot.wait_for_call("sendDocument", timeout=RUN_S, where=replies_to(request))
+    except TimeoutError:
+        raise AssertionError(f"no result; the bot said: {shown(bot)[-6:]}") from None
+    return Image.open(io.BytesIO(bot.file_bytes(call.result["document"]["file_id"])))
+
+
+async def answer(bot, text: str) -> str:
+    """The bot's next message in the chat after ``text`` (a private chat's replies quote nothing)."""
+    before = len(bot.outbox)
+    bot.inject_text(USER, text)
+    return (await bot.emulator.wait_for(lambda: next(
+        (c for c in bot.outbox[before:] if c.method == "sendMessage" and c.params["chat_id"] == USER), None),
+        30)).params["text"]
+
+
+def shown(bot) -> list[str]:
+    return [c.params.get("text") or c.params.get("caption") for c in bot.outbox
+            if c.method in ("editMessageText", "editMessageCaption", "sendPhoto", "sendMessage")]
+
+
+async def test_img_samples_with_the_named_checkpoint_and_lora_showing_steps_and_a_preview(courier, botapi_bot):
+    request = botapi_bot.inject_text(USER, f"/img a cat --model tiny --lora tiny-lora:0.8 --size 128 --steps {STEPS}")
+    picture = await result(botapi_bot, request)
+    assert picture.size == (128, 128)
+
+    def step(value: int, **eta) -> str:
+        return i18n.text("en", "progress_eta" if eta else "progress", name="img", value=value, max=STEPS,
+                         percent=100 * value // STEPS, **eta)
+
+    steps = {step(value) for value in range(1, STEPS + 1)}
+    steps |= {step(value, seconds=s) for value in range(1, STEPS + 1) for s in range(1, int(RUN_S))}
+    assert len(steps.intersection(shown(botapi_bot))) >= 2, shown(botapi_bot)
+    assert any(c.method == "sendPhoto" for c in botapi_bot.outbox), "no live preview was sent"
+    (job,) = await courier.store.pool.fetch("SELECT params->'workflow' AS graph FROM courier_jobs")
+    graph = job["graph"]
+    assert {n["inputs"]["ckpt_name"] for n in graph.values() if n["class_type"] == "CheckpointLoaderSimple"} == \
+        {CHECKPOINT.name}
+    assert [(n["inputs"]["lora_name"], n["inputs"]["strength_model"]) for n in graph.values()
+            if n["class_type"] == "LoraLoader"] == [("tiny-lora-sd15.safetensors", 0.8)]
+
+    assert await answer(botapi_bot, "/img a cat --model nothing-like-it") == i18n.text(
+        "en", "model_unknown", option="model", name="nothing-like-it", matches=f"{CHECKPOINT.name}, {TWIN}")
+    assert await answer(botapi_bot, "/img a cat --model sd15") == i18n.text(
+        "en", "model_ambiguous", option="model", name="sd15", matches=f"{CHECKPOINT.name}, {TWIN}")
+
+
+async def test_img_on_a_picture_is_img2img_and_without_a_size_takes_the_model_s_own(courier, botapi_bot):
+    source = io.BytesIO()
+    Image.new("RGB", (96, 64), (200, 40, 40)).save(source, "PNG")
+    photo = botapi_bot.inject_photo(USER, source.getvalue())
+    request = botapi_bot.inject_text(USER, "/img a dog --model tiny --strength 0.5 --steps 4",
+                                     reply_to=photo["message_id"])
+    assert (await result(botapi_bot, request)).size == (96, 64)  # the picture's, not a latent of its own
+    (job,) = await courier.store.pool.fetch("SELECT params FROM courier_jobs")
+    graph = job["params"]["workflow"]
+    (sampler,) = [n for n in graph.values() if n["class_type"] == "KSampler"]
+    assert sampler["inputs"]["denoise"] == 0.5 and graph[sampler["inputs"]["latent_image"][0]]["class_type"] == \
+        "VAEEncode"
+    assert job["params"]["image_file_id"] == photo["photo"][-1]["file_id"]
+
+    plain = botapi_bot.inject_text(USER, "/img a dog --model tiny --steps 2")
+    assert (await result(botapi_bot, plain)).size == (512, 512)  # Native Size: SD 1.x
