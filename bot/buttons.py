@@ -8,7 +8,8 @@ across a restart, for ``EDIT_VALID_S``) for the user's next text in that chat, a
 ``COURIER_EDIT_COMMAND`` (``/qwen``) with it on the result; ``/cancel`` or the prompt's button stops
 the wait. Where that command's model files are missing on every backend taking jobs (as their
 health checks recorded them), it runs ``FALLBACK_EDIT_COMMAND`` instead (``/img`` on the picture:
-img2img with the default model and strength) and says so.
+img2img with the default model and strength) and says so; not where no backend has a checkpoint
+for it either (the edit command's own reply then says which files to download).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Callable, Collection
 from telegram import InlineKeyboardMarkup, Update
 from telegram.constants import ParseMode
 
+from ..jobs.model_names import CHECKPOINTS
 from ..jobs.readiness import ModelFile, known_models, missing_everywhere, needed_files
 from ..store import access, backends, buttons, commands
 from ..store.jobs import Job
@@ -148,10 +150,10 @@ async def edit_instruction(update: Update, context: CourierContext) -> bool:
 
 
 def edit_choice(configured: str, needed: list[ModelFile], offers: Collection[Collection[str]],
-                fallback_enabled: bool) -> str:
+                fallback_runs: bool) -> str:
     """The command ✏️ runs: ``configured``, unless ``needed`` (its model files) are missing on every
-    backend of ``offers`` and the fallback command is there to run instead."""
-    if configured != FALLBACK_EDIT_COMMAND and fallback_enabled and missing_everywhere(needed, offers):
+    backend of ``offers`` and the fallback command can run instead (enabled, with a checkpoint)."""
+    if configured != FALLBACK_EDIT_COMMAND and fallback_runs and missing_everywhere(needed, offers):
         return FALLBACK_EDIT_COMMAND
     return configured
 
@@ -162,10 +164,10 @@ async def edit_command(context: CourierContext, configured: str) -> str:
     if command is None:  # the reply says it is unknown
         return configured
     fallback = await commands.get_command(context.pool, FALLBACK_EDIT_COMMAND)
-    offers = [models for row in await backends.list_backends(context.pool)
-              if row.healthy and not row.draining and (models := known_models(row)) is not None]
-    return edit_choice(configured, needed_files(command.workflow), offers,
-                       fallback is not None and fallback.enabled)
+    taking = await backends.taking_jobs(context.pool)
+    offers = [models for row in taking if (models := known_models(row)) is not None]
+    fallback_runs = fallback is not None and fallback.enabled and bool(backends.model_files(taking).get(CHECKPOINTS))
+    return edit_choice(configured, needed_files(command.workflow), offers, fallback_runs)
 
 
 async def cancel_edit(update: Update, context: CourierContext) -> bool:

@@ -2,18 +2,21 @@
 PostgreSQL and a real ComfyUI (COMFYUI_DIR) without the shipped commands' weights. A command lacking
 its model files says which, where each goes and where to download it, one line each; ✏️ with
 ``COURIER_EDIT_COMMAND`` left at ``qwen``, whose files no backend has, edits with ``/img`` instead
-and says so."""
+(img2img on the tiny SD 1.x checkpoint, tests/fixtures/tiny_models.py) and says so."""
 
 import pytest
 
 from comfyui_courier import i18n
 from comfyui_courier.bot.buttons import FALLBACK_EDIT_COMMAND, edit_choice
+from comfyui_courier.jobs.model_names import DEFAULT_STRENGTH
 from comfyui_courier.jobs.readiness import needed_files
 from comfyui_courier.jobs.seed import seed_manifest, shipped_workflow
-from comfyui_courier.store import backends, commands
+from comfyui_courier.store import backends
+from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.polling import until
 from comfyui_courier.tests.support.requires import require_comfyui
+from comfyui_courier.tiny_models import CHECKPOINT
 
 USER = 111
 JOB_TIMEOUT_S = 120
@@ -29,7 +32,7 @@ def test_edit_falls_back_only_when_every_backend_lacks_a_file_and_the_fallback_i
     all_of_them = [file.name for file in QWEN]
     assert edit_choice("qwen", QWEN, [[], all_of_them[1:]], True) == FALLBACK_EDIT_COMMAND
     assert edit_choice("qwen", QWEN, [[], all_of_them], True) == "qwen"  # one backend can run it
-    assert edit_choice("qwen", QWEN, [[]], False) == "qwen"  # no /img to run instead: qwen says what it lacks
+    assert edit_choice("qwen", QWEN, [[]], False) == "qwen"  # no /img, or no checkpoint for it: qwen says what it lacks
     assert edit_choice("qwen", QWEN, [], True) == "qwen"  # no backend's models known yet
     assert edit_choice("demoedit", [], [[]], True) == "demoedit"  # needs no model file
     assert edit_choice(FALLBACK_EDIT_COMMAND, QWEN, [[]], True) == FALLBACK_EDIT_COMMAND
@@ -57,31 +60,46 @@ async def test_a_missing_model_reply_says_where_to_download_each_file(courier, b
     assert all(line.split()[-1].startswith("https://huggingface.co/") for line in lines)  # the link ends the line
 
 
-async def test_edit_without_qwen_models_falls_back_to_img_and_says_so(courier, botapi_bot):
+@pytest.fixture
+async def courier_with_tiny_models(botapi, botapi_bot, pg_database, tmp_path, request, tiny_models):
+    """The session's ComfyUI with the tiny SD 1.x checkpoint: /img can run, /qwen cannot."""
+    require_comfyui()
+    comfyui = request.getfixturevalue("comfyui")
+    link_tiny_models(comfyui, tiny_models)
+    async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path,
+                               COURIER_ALLOWED_USERS=str(USER)) as service:
+        yield service
+
+
+async def test_edit_without_qwen_models_falls_back_to_img_and_says_so(courier_with_tiny_models, botapi_bot):
+    courier = courier_with_tiny_models
     pool = courier.store.pool
     assert courier.settings.edit_command == "qwen"  # COURIER_EDIT_COMMAND unset
-    stand_in = (await commands.get_command(pool, "demoedit")).workflow  # /img of item 2 is not in yet
-    await commands.put_command(pool, FALLBACK_EDIT_COMMAND, workflow=stand_in, description="img2img")
     await until(lambda: _models_read(pool), 30, "the backend's models read by its health check")
 
-    botapi_bot.inject_text(USER, "/demo --size 64x64 a fox")
+    botapi_bot.inject_text(USER, "/demo --size 128x128 a fox")
     message_id, edit = await botapi_bot.emulator.wait_for(lambda: _edit_button(botapi_bot), timeout=JOB_TIMEOUT_S)
     await until(lambda: _succeeded(pool, 1), JOB_TIMEOUT_S, "the /demo job done")  # its picture recorded
     botapi_bot.inject_callback_query(USER, message_id, edit)
     await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"] == en("edit_ask", minutes=10),
                                    timeout=30)
-    botapi_bot.inject_text(USER, "make it negative")
+    botapi_bot.inject_text(USER, "--steps 4 a cat")
 
     await botapi_bot.wait_for_call("sendMessage", timeout=30, where=lambda c: c.params["text"] == en(
         "edit_fallback", name="qwen", fallback=FALLBACK_EDIT_COMMAND))
-    await until(lambda: _succeeded(pool, 2), JOB_TIMEOUT_S, "the edit done")
+    await until(lambda: _succeeded(pool, 2), JOB_TIMEOUT_S, "the edit done on the tiny checkpoint")
     assert sum(c.method == "sendDocument" for c in botapi_bot.outbox) == 2
     async with pool.acquire() as conn:
-        rows = await conn.fetch("SELECT command, params->>'prompt' AS prompt, params->>'image_file_id' AS image "
-                                "FROM courier_jobs ORDER BY id")
+        rows = await conn.fetch("SELECT command, params FROM courier_jobs ORDER BY id")
     first_result = next(c for c in botapi_bot.outbox if c.method == "sendDocument").result["document"]["file_id"]
-    assert [(r["command"], r["prompt"], r["image"]) for r in rows] == [
-        ("demo", "a fox", None), (FALLBACK_EDIT_COMMAND, "make it negative", first_result)]
+    img = rows[1]["params"]
+    assert [row["command"] for row in rows] == ["demo", FALLBACK_EDIT_COMMAND]
+    assert (img["prompt"], img["image_file_id"]) == ("a cat", first_result)  # on the picture
+    graph = img["workflow"]
+    assert {node["inputs"].get("ckpt_name") for node in graph.values()} >= {CHECKPOINT.name}  # the default model
+    (sampler,) = [node["inputs"] for node in graph.values() if node["class_type"] == "KSampler"]
+    assert graph[sampler["latent_image"][0]]["class_type"] == "VAEEncode"  # img2img: from the picture
+    assert sampler["denoise"] == DEFAULT_STRENGTH
 
 
 async def _succeeded(pool, count: int) -> bool:
