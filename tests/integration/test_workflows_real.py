@@ -24,6 +24,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from comfyui_courier.jobs.model_graph import checkpoint_of
+from comfyui_courier.jobs.options import declared
 from comfyui_courier.jobs.workflow import requires_image
 
 API_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
@@ -214,6 +216,8 @@ def test_a_saved_editor_graph_runs_as_saved(server, name):
 def test_every_shipped_workflow_validates_against_object_info(server, name):
     models = {model["name"] for model in MANIFEST[name]["models"]}
     workflow = job(name, prompt="an astronaut riding a horse", seed=2**64 - 1)
+    if "model" in declared(MANIFEST[name]["options"]):  # /img: the user's --model replaces the graph's stand-in
+        models.add(checkpoint_of(workflow))
     assert graph_problems(workflow, object_info(server), models) == []
 
 
