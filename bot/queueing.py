@@ -120,7 +120,7 @@ async def queue_command(update: Update, context: CourierContext, name: str, text
     if spec.offers("model"):
         try:
             workflow = job_graph(workflow, chosen, await backends.model_choices(context.pool),
-                                 picture=image is not None)
+                                 picture=image is not None, exact_size=any(n == "size" for n, _ in used))
         except OptionError as error:
             await message.reply_text(option_message(error, say, name, spec))
             return False

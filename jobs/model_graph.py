@@ -11,8 +11,8 @@ the claim (``claim_job``) gives it only to a backend that has them.
 - ``--cfg``: every sampler's ``cfg``.
 - img2img (a picture given): a sampler that starts from an EmptyLatentImage starts from the
   picture instead (VAEEncode with the VAE that decodes the result), its denoise the strength.
-- A chosen size tells the Native Size node (``nodes/native_size.py``) to keep it; without one the
-  node picks the loaded model's own.
+- A ``--size`` tells the Native Size node (``nodes/native_size.py``) to keep it; without one the
+  node brings the Input's size (its default, or an ``--ar``'s) to the loaded model's pixel count.
 """
 
 from __future__ import annotations

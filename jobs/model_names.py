@@ -83,10 +83,11 @@ def _listed(names: list[str]) -> str:
 
 
 def job_graph(workflow: dict, chosen: Mapping[str, Any], files: Mapping[str, Iterable[str]], *,
-              picture: bool) -> dict:
+              picture: bool, exact_size: bool = False) -> dict:
     """The graph a job of ``workflow`` runs with the model options ``chosen`` (``bot.options.choose``),
     the names meaning files of ``files`` (kind -> names, what the backends have); img2img where a
-    ``picture`` is given.
+    ``picture`` is given. ``exact_size`` (a ``--size``) keeps the size as chosen; without it the
+    Native Size node brings it to the model's pixel count (an ``--ar`` keeping its aspect ratio).
 
     Without ``--model`` the graph keeps its checkpoint where a backend has it, else takes the first
     one there is (a shipped graph's is a stand-in); with no list yet, it is left as it is.
@@ -101,4 +102,4 @@ def job_graph(workflow: dict, chosen: Mapping[str, Any], files: Mapping[str, Ite
     loras = [(resolve("lora", name, files.get(LORAS, ())), weight) for name, weight in chosen.get("lora", ())]
     return model_graph.apply(workflow, checkpoint=checkpoint, loras=loras, cfg=chosen.get("cfg"),
                              strength=chosen.get("strength", DEFAULT_STRENGTH) if picture else None,
-                             sized="size" in chosen)
+                             sized=exact_size)

@@ -4,7 +4,8 @@
 What it proves: the checkpoint and LoRA a typed name means reach the backend's loaders (a LoraLoader
 chain the bot inserts), KSampler's progress becomes the status edits with step and percentage, the live
 preview is sent, a reply to a picture is img2img from that picture at ``--strength``, the Native Size
-node gives an SD 1.x model 512×512, and a name that means no file, or two, gets the reply naming them.
+node gives an SD 1.x model 512×512 (an ``--ar`` at that pixel count), and a name that means no file,
+or two, gets the reply naming them.
 """
 
 import asyncio
@@ -106,3 +107,5 @@ async def test_img_on_a_picture_is_img2img_and_without_a_size_takes_the_model_s_
 
     plain = botapi_bot.inject_text(USER, "/img a dog --model tiny --steps 2")
     assert (await result(botapi_bot, plain)).size == (512, 512)  # Native Size: SD 1.x
+    wide = botapi_bot.inject_text(USER, "/img a dog --model tiny --steps 1 --ar 2:1")
+    assert (await result(botapi_bot, wide)).size == (728, 360)  # 2:1 at SD 1.x's pixel count, not 1456x720

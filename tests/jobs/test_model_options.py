@@ -6,7 +6,7 @@ import pytest
 from comfyui_courier import i18n
 from comfyui_courier.bot.options import choose, layered, option_lines, option_message, split_options
 from comfyui_courier.jobs import model_graph
-from comfyui_courier.jobs.model_names import kinds, resolve
+from comfyui_courier.jobs.model_names import job_graph, kinds, resolve
 from comfyui_courier.jobs.options import OptionError, command_options, declared
 from comfyui_courier.jobs.seed import seed_manifest, shipped_workflow
 from comfyui_courier.jobs.workflow import nodes_of
@@ -174,3 +174,14 @@ def test_a_chosen_size_turns_the_native_size_off():
     assert IMG[native]["inputs"]["native"] is True
     assert model_graph.apply(IMG, sized=True)[native]["inputs"]["native"] is False
     assert model_graph.apply(IMG)[native]["inputs"]["native"] is True
+
+
+def test_only_a_typed_size_turns_the_native_size_off_an_ar_keeps_the_model_s_pixel_count():
+    (native,) = nodes_of(IMG, "CourierNativeSize")
+    files = {"checkpoints": {"a.safetensors"}}
+    by_ar = job_graph(IMG, chosen_of("--ar 2:1"), files, picture=False)
+    assert by_ar[native]["inputs"]["native"] is True
+    assert job_graph(IMG, chosen_of("--size 640"), files, picture=False, exact_size=True)[native]["inputs"][
+        "native"] is False
+    (loader,) = nodes_of(by_ar, "CheckpointLoaderSimple")
+    assert by_ar[loader]["inputs"]["ckpt_name"] == "a.safetensors"  # no --model: the first there is
