@@ -1,14 +1,15 @@
 """The bot's own overhead per job: update received → result sent, minus ComfyUI's execution.
 
-Runs the real bot (python-telegram-bot against the Bot API emulator), the
-dispatcher, an embedded PostgreSQL and a real ComfyUI (``COMFYUI_DIR``) with
-the pack, then sends ``/demo`` N times, one after another. For each job:
+Runs the real bot in a process of its own (``_bot_process.py``: python-telegram-bot against the
+Bot API emulator, the dispatcher, an embedded PostgreSQL) and a real ComfyUI (``COMFYUI_DIR``) with
+the pack, then sends ``/demo`` N times (200 by default, so the p99 is not the slowest one or two),
+one after another, each from a chat of its own. For each job:
 overhead = (sendDocument reaches the Bot API: the emulator's receipt) − (user message injected)
 − ComfyUI's execution time (its execution_start → execution_success stamps).
 It also prints each step's median time (``bot_overhead_step_<step>_ms``, see
 ``_trace.py``): where the overhead goes.
 
-    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/bot_overhead.py [--jobs 50]
+    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/bot_overhead.py [--jobs 200] [--budget 600]
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline, trace: T
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.store.pool import connect
 
-    user = 4242
+    first_user = 4242
     marks = Path(tempfile.mkdtemp(prefix="courier-bench-trace-")) / "marks.json"
     overheads = []
     async with BotApiEmulator() as emulator:
@@ -47,7 +48,9 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline, trace: T
                     if not deadline.allows(30):
                         note(f"time budget reached after {len(overheads)} jobs")
                         break
-                    overhead = await one_job(emulator, bot, conn, user, index, trace)
+                    # a chat of its own per job: Telegram's limit per chat (about one message a second)
+                    # would pace back-to-back jobs in one chat, and that is not the bot's overhead
+                    overhead = await one_job(emulator, bot, conn, first_user + index, index, trace)
                     if index and overhead is not None:
                         overheads.append(overhead)
                     else:

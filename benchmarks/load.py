@@ -3,8 +3,9 @@
 Runs the real bot (python-telegram-bot against the Bot API emulator) on an embedded
 PostgreSQL with no ComfyUI backend configured, so the dispatcher claims nothing and the
 figures are ingest alone. ``--chats`` simulated chats send ``--commands`` ``/demo``
-commands in one burst (the per-user cap raised for the run). A job row counts as committed
-when its NOTIFY (sent at commit) reaches a listener of ours.
+commands in one burst (the per-user cap raised for the run), after a warm-up of ``WARM_UP``
+commands from other chats, committed before the burst and not counted. A job row counts as
+committed when its NOTIFY (sent at commit) reaches a listener of ours.
 
 - ``ingest_updates_per_s``: job rows committed ÷ (last commit − first command injected)
 - ``enqueue_p99_ms``: update received by the bot (the emulator answers the getUpdates that
@@ -12,6 +13,9 @@ when its NOTIFY (sent at commit) reaches a listener of ours.
 - ``injected_to_commit_p99_ms``: command injected → job row committed, p99: with the whole
   burst injected at once this is the time to drain the burst, waiting in getUpdates included
 - ``lost_jobs``: commands without a job row
+- ``reply_drain_s``: the last job row committed → the bot's last message request (its replies
+  drain at Telegram's pace after ingest: the bot stops only once they are out), and
+  ``replies_per_command``: the bot's message requests over the burst ÷ commands
 - where the time goes, per command over the ingest window: ``ingest_bot_cpu_ms`` (the bot's
   process), ``ingest_cpu_wait_ms`` (the bot runnable but waiting for a CPU: the machine's other
   load), ``ingest_postgres_cpu_ms`` (the embedded server's processes) and
