@@ -51,13 +51,17 @@ async def result(bot, request: dict) -> Image.Image:
     return Image.open(io.BytesIO(bot.file_bytes(call.result["document"]["file_id"])))
 
 
-async def answer(bot, text: str) -> str:
-    """The bot's next message in the chat after ``text`` (a private chat's replies quote nothing)."""
+async def answered(bot, text: str, expected: str) -> None:
+    """The bot sends ``expected`` to the chat after ``text`` (a private chat's replies quote nothing, and
+    a job's status may be posted meanwhile)."""
     before = len(bot.outbox)
     bot.inject_text(USER, text)
-    return (await bot.emulator.wait_for(lambda: next(
-        (c for c in bot.outbox[before:] if c.method == "sendMessage" and c.params["chat_id"] == USER), None),
-        30)).params["text"]
+    try:
+        await bot.emulator.wait_for(lambda: any(
+            c.method == "sendMessage" and c.params["chat_id"] == USER and c.params["text"] == expected
+            for c in bot.outbox[before:]), 30)
+    except TimeoutError:
+        raise AssertionError(f"not {expected!r} after {text!r}: {shown(bot)[-4:]}") from None
 
 
 def shown(bot) -> list[str]:
@@ -77,7 +81,8 @@ async def test_img_samples_with_the_named_checkpoint_and_lora_showing_steps_and_
     steps = {step(value) for value in range(1, STEPS + 1)}
     steps |= {step(value, seconds=s) for value in range(1, STEPS + 1) for s in range(1, int(RUN_S))}
     assert len(steps.intersection(shown(botapi_bot))) >= 2, shown(botapi_bot)
-    assert any(c.method == "sendPhoto" for c in botapi_bot.outbox), "no live preview was sent"
+    previews = [c for c in botapi_bot.outbox if c.method == "sendPhoto" and c.params.get("caption") in steps]
+    assert previews, "no live preview was sent"  # a photo captioned with a step, not the result's photo
     (job,) = await courier.store.pool.fetch("SELECT params->'workflow' AS graph FROM courier_jobs")
     graph = job["graph"]
     assert {n["inputs"]["ckpt_name"] for n in graph.values() if n["class_type"] == "CheckpointLoaderSimple"} == \
@@ -85,10 +90,10 @@ async def test_img_samples_with_the_named_checkpoint_and_lora_showing_steps_and_
     assert [(n["inputs"]["lora_name"], n["inputs"]["strength_model"]) for n in graph.values()
             if n["class_type"] == "LoraLoader"] == [("tiny-lora-sd15.safetensors", 0.8)]
 
-    assert await answer(botapi_bot, "/img a cat --model nothing-like-it") == i18n.text(
-        "en", "model_unknown", option="model", name="nothing-like-it", matches=f"{CHECKPOINT.name}, {TWIN}")
-    assert await answer(botapi_bot, "/img a cat --model sd15") == i18n.text(
-        "en", "model_ambiguous", option="model", name="sd15", matches=f"{CHECKPOINT.name}, {TWIN}")
+    await answered(botapi_bot, "/img a cat --model nothing-like-it", i18n.text(
+        "en", "model_unknown", option="model", name="nothing-like-it", matches=f"{CHECKPOINT.name}, {TWIN}"))
+    await answered(botapi_bot, "/img a cat --model sd15", i18n.text(
+        "en", "model_ambiguous", option="model", name="sd15", matches=f"{CHECKPOINT.name}, {TWIN}"))
 
 
 async def test_img_on_a_picture_is_img2img_and_without_a_size_takes_the_model_s_own(courier, botapi_bot):
