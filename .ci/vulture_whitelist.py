@@ -47,6 +47,7 @@ last_seen_at  # unused variable (store/backends.py:25)
 checked_at  # unused variable (store/backends.py:26)
 last_error  # unused variable (store/backends.py:27)
 lease_until  # unused variable (store/jobs.py:38)
+succeeded  # unused variable (store/sessions.py:47)
 last_active_at  # unused variable (store/sessions.py:50)
 last_served_at  # unused variable (store/users.py:19)
 
