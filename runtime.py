@@ -156,7 +156,7 @@ class Courier:
         if self.bot is None:
             self.bot = BotService(self.settings, self.store, self.health, proxy=await self._telegram_proxy())
             self.sink = TelegramSink(self.bot.application.bot, self.settings.progress_interval_s,
-                                     self.bot.application.bot_data.queued_replies)
+                                     self.bot.application.bot_data.queue_messages)
         await self.bot.start()
 
     async def _telegram_proxy(self) -> str | None:

@@ -150,7 +150,7 @@ async def bench(update: Update, context: CourierContext) -> None:
             text += "\n" + context.t(update, "bench_on_backend", id=backend.id, url=shown_url(backend.url))
         return text
 
-    await context.submit_job(update, "bench", params, queued)
+    await context.submit_job(update, "bench", params, announced=queued)
 
 
 async def compare(update: Update, context: CourierContext) -> None:
@@ -206,26 +206,30 @@ async def interrupt(context: CourierContext, running: list[jobs.Job]) -> None:
             await dispatcher.interrupt(job.id)
 
 
-async def end_cancelled(context: CourierContext, cancelled: jobs.Cancelled) -> int:
+async def end_cancelled(context: CourierContext, cancelled: jobs.Cancelled, *, forgotten: bool = False) -> int:
     """After a cancel: the running jobs interrupted, the queued ones' status messages saying
-    "cancelled"; returns how many jobs were cancelled."""
+    "cancelled" (``forgotten``: /forget deletes their messages, the queue message of the user's
+    private chat too: only a group's is brought up to date); returns how many jobs were cancelled."""
     await interrupt(context, cancelled.running)
     for job in cancelled.queued:
-        await show_cancelled(context, job)
+        if forgotten:
+            if job.chat_id != job.user_id:
+                context.bot_data.queue_messages.refresh(context.bot, job.chat_id)
+        else:
+            await show_cancelled(context, job)
     return len(cancelled.queued) + len(cancelled.running)
 
 
 async def show_cancelled(context: CourierContext, job: jobs.Job) -> None:
-    """Edit a cancelled queued job's "Queued" reply (also one still on its way) to say it was cancelled."""
-    message_id = job.status_message_id
-    if message_id is None and (on_its_way := context.bot_data.queued_replies.on_its_way(job.id)) is not None:
-        message_id = await on_its_way
-    if message_id is None:  # none went: the /cancel reply says it
-        return
+    """A cancelled queued job leaves its chat's queue message (which says it was cancelled if no job
+    is left there); one with a status message of its own (an earlier run's, a /bench reply) says so there."""
     language = i18n.pick_language(job.params.get("language"), context.settings.language)
+    said = i18n.text(language, "job_cancelled", name=job.command)
+    if job.status_message_id is None:
+        context.bot_data.queue_messages.refresh(context.bot, job.chat_id, [said])
+        return
     with contextlib.suppress(TelegramError):  # deleted by the user, say: the /cancel reply says it
-        await context.bot.edit_message_text(i18n.text(language, "job_cancelled", name=job.command),
-                                            job.chat_id, message_id)
+        await context.bot.edit_message_text(said, job.chat_id, job.status_message_id)
 
 
 async def cancel_one(update: Update, context: CourierContext, args: str) -> None:

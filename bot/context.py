@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Awaitable, Callable
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from .. import i18n
 from ..config import Settings
-from ..jobs.submit import submit
+from ..jobs.submit import announce, submit
 from .limiter import STATUS
 from .parsing import profile
-from .queued_reply import QueuedReplies
+from .queue_message import QueueMessages
+from .sink import delete_message
 
 CHOSEN_LANGUAGE = "language"
 """The ``user_data`` key of the language the user chose with /lang (None: none chosen)."""
@@ -28,8 +30,8 @@ class BotData:
     settings: Settings | None = None
     store: object = None
     dispatcher: object = None
-    queued_replies: QueuedReplies = dataclasses.field(default_factory=QueuedReplies)
-    """The "Queued" replies on their way to Telegram (``queued_reply``)."""
+    queue_messages: QueueMessages = dataclasses.field(init=False)
+    """The chats' queue messages, which acknowledge queued jobs (``queue_message``)."""
     albums: dict[tuple[int, str], bool] = dataclasses.field(default_factory=dict)
     """(chat id, media group id) of the latest albums, oldest first -> whether the album had its
     command or its hint (``handlers.note_album``)."""
@@ -43,6 +45,9 @@ class BotData:
     """Held by an owner code's claim: a flood of guesses costs PostgreSQL one claim at a time."""
     publish_admin_menu: Callable[[int], Awaitable[None]] | None = None
     """Publishes the admins' command menu in one more admin's chat (``BotService``)."""
+
+    def __post_init__(self):
+        self.queue_messages = QueueMessages(self)
 
 
 class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
@@ -74,29 +79,31 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
         """Localized plural text (``i18n.ntext``) for the user behind ``update``."""
         return i18n.ntext(self.language(update), key, count, **params)
 
-    async def submit_job(self, update, command: str, params: dict, queued: Callable[[int], str], *,
-                         quota=None, part: int = 0) -> int | None:
+    async def submit_job(self, update, command: str, params: dict, *, quota=None, part: int = 0,
+                         announced: Callable[[int], str] | None = None) -> int | None:
         """Queue a job for the sender of ``update`` (at their cap they are told so, and nothing is
         queued; so with a spent ``quota``, a ``jobs.submit.Quota``; a second delivery of ``update``
         queues nothing and gets no reply; ``part`` numbers the jobs one update asks for), return its
-        id (None: nothing queued), and send its
-        "Queued" reply ``queued(position)`` in a task of its own: waiting for Telegram's rate limit
-        holds none of the bot's concurrent-update slots (errors reach the error handler)."""
+        id (None: nothing queued), and have the chat's queue message list it (``queue_message``: in a
+        task of its own, after a moment, so a job that starts at once needs none); or, with ``announced``,
+        reply ``announced(position)`` to it, which becomes the job's status message
+        (``jobs.submit.announce``: ``/bench``, whose reply says more than a queue line)."""
         message, user = update.effective_message, update.effective_user
 
         async def post_status(position: int) -> int:
             return (await self.bot.send_message(
-                message.chat_id, queued(position), reply_to_message_id=message.message_id,
+                message.chat_id, announced(position), reply_to_message_id=message.message_id,
                 allow_sending_without_reply=True, rate_limit_args=STATUS)).message_id
-
         job_id = await submit(self.pool, user_id=user.id, chat_id=message.chat_id, command=command, params=params,
                               profile=profile(user), reply_to_message_id=message.message_id,
                               max_active=self.settings.max_jobs_per_user,
                               update=(self.bot.id, update.update_id, part),
                               refuse=lambda count: message.reply_text(self.nt(update, "too_many_jobs", count)),
                               quota=quota)
-        if job_id is not None:
-            self.application.create_task(
-                self.bot_data.queued_replies.send(self.bot, self.pool, job_id, message.chat_id, post_status),
-                update=update, name=f"courier-queued-{job_id}")
+        if job_id is not None and announced is not None:
+            self.application.create_task(announce(self.pool, job_id, post_status,
+                                                  functools.partial(delete_message, self.bot, message.chat_id)),
+                                         update=update, name=f"courier-announce-{job_id}")
+        elif job_id is not None:
+            self.bot_data.queue_messages.refresh(self.bot, message.chat_id)
         return job_id

@@ -1,8 +1,9 @@
 """Send a job's results to the chat: each lossless file, and what a Telegram client shows best.
 
-A still image goes as a document (its bytes kept) and a photo preview; several at once as two
-albums, the documents and then their photos. A video goes as a streamable video and its file
-as a document; a GIF as an animation. Previews and a video's document are best effort.
+A still image goes as a document (its bytes kept) and a photo preview, which carries the job's
+caption and buttons; several at once as two albums, the documents and then their photos. A video
+goes as a streamable video and its file as a document; a GIF as an animation. Previews and a
+video's document are best effort.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 
-from telegram import Bot, InputMediaDocument, InputMediaPhoto, Message
+from telegram import Bot, InlineKeyboardMarkup, InputMediaDocument, InputMediaPhoto, Message
 from telegram.constants import FileSizeLimit
 
 from ..imaging import ANIMATION_SUFFIXES, VIDEO_SUFFIXES
@@ -23,31 +24,48 @@ log = get_logger("delivery")
 PREVIEW_MAX_BYTES = FileSizeLimit.PHOTOSIZE_UPLOAD  # sendPhoto's limit: 10 MB
 
 
-async def deliver_file(bot: Bot, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
+async def deliver_file(bot: Bot, chat_id: int, reply_to: int | None, filename: str, data: bytes,
+                       caption: str | None = None, markup: InlineKeyboardMarkup | None = None) -> dict:
     """Send one result; returns the session record used for chaining (and ``message_ids``, for /forget).
+
+    ``caption`` and ``markup`` (the result buttons) ride on the message a client shows best: the
+    photo preview, else the document, the video, the animation; ``"buttons"`` in the record names
+    that message (absent when it went without them: a preview that failed).
 
     :raises UploadTooLarge, DeliveryFailed, DeliveryUnconfirmed: of the file; the extras are best effort.
     """
     suffix = os.path.splitext(filename)[1].lower()
     reply = reply_args(reply_to)
+    extras = {"caption": caption, "reply_markup": markup}
     if suffix in VIDEO_SUFFIXES:
         sent = await send(lambda: bot.send_video(chat_id, video=data, filename=filename, supports_streaming=True,
-                                                 **reply), f"video {filename}")
+                                                 **extras, **reply), f"video {filename}")
         message_ids = [sent.message_id]
         await _also(message_ids, lambda: _document(bot, chat_id, sent.message_id, filename, data),
                     f"file of video {filename}")
-        return {"kind": "video", "file_id": sent.video.file_id, "filename": filename, "message_ids": message_ids}
+        return {"kind": "video", "file_id": sent.video.file_id, "filename": filename, "message_ids": message_ids,
+                **_buttons(markup, sent.message_id, caption)}
     if suffix in ANIMATION_SUFFIXES:
-        sent = await send(lambda: bot.send_animation(chat_id, animation=data, filename=filename, **reply),
+        sent = await send(lambda: bot.send_animation(chat_id, animation=data, filename=filename, **extras, **reply),
                           f"animation {filename}")
         return {"kind": "video", "file_id": sent.animation.file_id, "filename": filename,
-                "message_ids": [sent.message_id]}
-    document = await send(lambda: _document(bot, chat_id, reply_to, filename, data), f"document {filename}")
+                "message_ids": [sent.message_id], **_buttons(markup, sent.message_id, caption)}
+    previewed = len(data) <= PREVIEW_MAX_BYTES  # e.g. extreme aspect ratios fail: the lossless file is there
+    document = await send(lambda: _document(bot, chat_id, reply_to, filename, data, **({} if previewed else extras)),
+                          f"document {filename}")
     message_ids = [document.message_id]
-    if len(data) <= PREVIEW_MAX_BYTES:  # e.g. extreme aspect ratios fail: the lossless file is there
-        await _also(message_ids, lambda: bot.send_photo(chat_id, photo=data, filename=filename,
-                                                        **reply_args(document.message_id)), f"preview {filename}")
-    return _image_record(document, filename, message_ids)
+    record = _image_record(document, filename, message_ids)
+    if not previewed:
+        return {**record, **_buttons(markup, document.message_id, caption)}
+    if await _also(message_ids, lambda: bot.send_photo(chat_id, photo=data, filename=filename, **extras,
+                                                       **reply_args(document.message_id)), f"preview {filename}"):
+        record.update(_buttons(markup, message_ids[-1], caption))
+    return record
+
+
+def _buttons(markup: InlineKeyboardMarkup | None, message_id: int, caption: str | None) -> dict:
+    """The record's note of the message that carries the buttons (and whether the caption too)."""
+    return {"buttons": message_id, "captioned": caption is not None} if markup is not None else {}
 
 
 async def deliver_album(bot: Bot, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]]) -> list[dict]:
@@ -80,21 +98,24 @@ async def deliver_album(bot: Bot, chat_id: int, reply_to: int | None, files: lis
     return records
 
 
-def _document(bot: Bot, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> Awaitable[Message]:
+def _document(bot: Bot, chat_id: int, reply_to: int | None, filename: str, data: bytes,
+              **extras) -> Awaitable[Message]:
     return bot.send_document(chat_id, document=data, filename=filename, disable_content_type_detection=True,
-                             **reply_args(reply_to))
+                             **extras, **reply_args(reply_to))
 
 
 def _image_record(document: Message, filename: str, message_ids: list[int]) -> dict:
     return {"kind": "image", "file_id": document.document.file_id, "filename": filename, "message_ids": message_ids}
 
 
-async def _also(message_ids: list[int], call: Callable[[], Awaitable[Message]], what: str) -> None:
-    """Send a best-effort extra; its message joins ``message_ids`` when it goes."""
+async def _also(message_ids: list[int], call: Callable[[], Awaitable[Message]], what: str) -> bool:
+    """Send a best-effort extra; its message joins ``message_ids`` when it goes (then True)."""
     try:
         message_ids.append((await send(call, what)).message_id)
     except ChatError as exc:
         log.info("%s skipped: %s", what, exc)
+        return False
+    return True
 
 
 def reply_args(reply_to: int | None) -> dict:

@@ -1,19 +1,25 @@
-"""One status message per job, edited at most once per interval per chat.
+"""One status message per job, posted once if the job runs longer than a moment, edited at most once
+per interval per chat.
 
-Telegram allows roughly one message edit per second per chat before answering
-429; progress frames arrive far faster, so a text that comes within the chat's
-interval is dropped (a newer one follows). A run's first text and its last are never dropped.
-Edits run in the background: a slow Bot API never holds up the job itself. The final text
-is sent like a result (``bot/sending.py``): retried while Telegram failed it for sure.
-A job whose "Queued" reply has not gone out yet has no status message: the first text
-edits that reply if it is on its way (in this process), else posts one, which becomes the
-job's unless the late "Queued" got recorded first (then ours is deleted and theirs edited).
-A message id of None is never edited.
+Telegram allows roughly one message edit per second per chat before answering 429; progress frames
+arrive far faster, so a text that comes within the chat's interval is dropped (a newer one follows).
+A run's first text waits ``after_s`` (a moment: ``MOMENT_S`` or the progress interval if shorter)
+and is then never dropped;
+a job done sooner has no status message (its result's caption says "Done"), and after
+``results_follow`` none is posted any more. Edits run in the background: a slow Bot API never
+holds up the job itself. The final text is sent like a result (``bot/sending.py``): retried while
+Telegram failed it for sure.
+
+Where the first text goes is decided in PostgreSQL before anything is posted (``take``,
+``store.jobs.take_status_message``): the job's own message (an earlier run's), the chat's queue
+message once no job is queued there (``bot/queue_message.py``; while a host sends that one, the
+decision waits for it), or a new post, which only the job's current worker may make. So a status is
+posted once, on whichever host, and never raced and deleted. A message id of None is never edited.
 
 Live previews: Telegram cannot turn a text message into a photo (editMessageMedia refuses
 a text message), so the first preview sends a photo with the status as its caption and
-deletes the text; later previews replace its photo (editMessageMedia), texts its caption.
-The final text replaces the photo again (a new text message), so the job's results are
+deletes the text, if there is one; later previews replace its photo (editMessageMedia), texts its
+caption. The final text replaces the photo again (a new text message), so the job's results are
 what remains of it. Each move is recorded (``moved``), for /forget.
 """
 
@@ -27,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from telegram import Bot, InputMediaPhoto
 from telegram.error import BadRequest, TelegramError
 
-from ..jobs.ports import ChatError
+from ..jobs.ports import ChatError, TakeFn
 from ..logs import get_logger
 from ..store.errors import StoreError
 from .limiter import STATUS
@@ -39,8 +45,12 @@ AdoptFn = Callable[[int], Awaitable[int | None]]
 """Records a newly posted status message unless the job has one; returns the job's."""
 MovedFn = Callable[[int], Awaitable[None]]
 """Records the message that took the place of the job's status message."""
-QueuedReplyFn = Callable[[], "asyncio.Future[int | None] | None"]
-"""The job's "Queued" reply if it is on its way to Telegram, resolving to its message id."""
+MOMENT_S = 2.0
+"""A status shows no sooner than this, or the progress interval if shorter: a job done sooner needs none."""
+TAKE_POLL_S = 0.2
+"""How often a status asks again while the chat's queue message is being sent (``take``: "wait")."""
+TAKE_WAIT_S = 30.0
+"""How long it asks at most; then it posts a message of its own."""
 NO_TEXT = "there is no text in the message to edit"
 """Telegram's answer to a text edit of a photo message (a status another run turned into one)."""
 
@@ -63,25 +73,30 @@ class ChatThrottle:
 
 class ProgressMessage:
     def __init__(self, bot: Bot, chat_id: int, message_id: int | None, throttle: ChatThrottle, *,
-                 reply_to: int | None = None, adopt: AdoptFn | None = None, moved: MovedFn | None = None,
-                 queued_reply: QueuedReplyFn | None = None):
+                 reply_to: int | None = None, take: TakeFn | None = None, adopt: AdoptFn | None = None,
+                 moved: MovedFn | None = None, after_s: float = 0.0, clock: Callable[[], float] = time.monotonic):
         self.bot = bot
         self.chat_id = chat_id
         self.message_id = message_id
         self._reply_to = reply_to
+        self._take = take
         self._adopt = adopt
         self._moved = moved
-        self._queued_reply = queued_reply
         self._throttle = throttle
+        self._clock = clock
+        self._show_from = clock() + after_s  # the first text waits for this moment
         self._shown = ""
         self._text = ""  # the newest text, shown with the next preview
         self._image: bytes | None = None  # a preview not shown yet
         self._photo = False  # the status message is a photo (it shows a preview)
         self._pending: asyncio.Task | None = None
+        self._timer: asyncio.Task | None = None  # shows the first text once the moment has passed
+        self._quiet = False  # the results follow: nothing not shown yet is posted
+        self._not_ours = False  # PostgreSQL said the job is no longer this worker's
 
     async def update(self, text: str) -> None:
-        """Start showing ``text`` if the chat may be edited now, or if it is the run's first; otherwise
-        drop it (a newer one follows)."""
+        """Start showing ``text`` if the chat may be edited now, or if it is the run's first (once the
+        moment has passed); otherwise drop it (a newer one follows)."""
         self._text = text
         if text == self._shown and self._image is None:
             return
@@ -92,28 +107,72 @@ class ProgressMessage:
         self._image = image
         self._start()
 
-    def _start(self) -> None:
-        if self._pending and not self._pending.done():
-            return
-        # A run's first text is never dropped: without it a job started right after another one's
-        # edit in the chat would show a stale "Queued", or no status at all, until its result.
-        if self._throttle.try_acquire(self.chat_id) or not self._shown:
-            self._pending = asyncio.create_task(self._show(), name=f"courier-progress-{self.chat_id}")
+    def results_follow(self) -> None:
+        """No status is posted from now on unless one is shown already (it would land under the results)."""
+        self._quiet = True
+        if self._timer is not None:
+            self._timer.cancel()
 
-    async def finish(self, text: str) -> None:
-        """The final text, always shown, after any edit still in flight; it takes a preview's place."""
+    def _start(self) -> None:
+        if (self._pending and not self._pending.done()) or self._not_ours:
+            return
+        if not self._shown:
+            # A run's first text is never dropped: without it a job started right after another one's
+            # edit in the chat would show no status at all until its result. It waits for the moment.
+            if self._quiet:
+                return
+            wait_s = self._show_from - self._clock()
+            if wait_s > 0:
+                if self._timer is None:
+                    self._timer = asyncio.create_task(self._after(wait_s), name=f"courier-status-{self.chat_id}")
+                return
+            self._throttle.try_acquire(self.chat_id)
+        elif not self._throttle.try_acquire(self.chat_id):
+            return
+        self._pending = asyncio.create_task(self._show(), name=f"courier-progress-{self.chat_id}")
+
+    async def _after(self, wait_s: float) -> None:
+        await asyncio.sleep(wait_s)
+        self._timer = None
+        self._start()
+
+    async def finish(self, text: str, *, optional: bool = False) -> None:
+        """The final text, always shown, after any edit still in flight; it takes a preview's place.
+        ``optional``: the chat shows it already (the result's caption): only a status message the
+        job has, or takes over from the chat's queue, says it too."""
+        if self._timer is not None:
+            self._timer.cancel()
         if self._pending is not None:
             await self._pending
         if text == self._shown and not self._photo:
             return
         try:
+            if optional and self.message_id is None:
+                decision, message_id = await self._decide()
+                if decision != "edit":
+                    return
+                self.message_id = message_id
             if self._photo:
                 await send(lambda: self._replace_photo(text), f"status in chat {self.chat_id}")
             else:
                 await send(lambda: self._write(text), f"status in chat {self.chat_id}")
             self._shown = text
-        except ChatError as exc:  # e.g. the user deleted the message
+        except (ChatError, StoreError) as exc:  # e.g. the user deleted the message
             log.info("final status in chat %s not shown: %s", self.chat_id, exc)
+
+    async def _decide(self) -> tuple[str, int | None]:
+        """Where the status goes (``take``), waiting while the chat's queue message is being sent."""
+        if self._take is None:
+            return "post", None
+        deadline = self._clock() + TAKE_WAIT_S
+        while True:
+            decision, message_id = await self._take()
+            if decision != "wait":
+                self._not_ours = decision == "none"
+                return decision, message_id
+            if self._clock() > deadline:
+                return "post", None
+            await asyncio.sleep(TAKE_POLL_S)
 
     async def _write(self, text: str) -> None:
         if self.message_id is None:
@@ -144,7 +203,7 @@ class ProgressMessage:
             self._shown = text
         except BadRequest as exc:  # e.g. the user deleted the message: progress is best effort
             log.info("progress edit in chat %s skipped: %s", self.chat_id, exc)
-        except TelegramError as exc:
+        except (TelegramError, StoreError) as exc:
             log.warning("progress edit in chat %s failed: %s", self.chat_id, exc)
 
     async def _show_preview(self, text: str, image: bytes) -> None:
@@ -152,8 +211,10 @@ class ProgressMessage:
             await self.bot.edit_message_media(InputMediaPhoto(image, caption=text or None), chat_id=self.chat_id,
                                               message_id=self.message_id, rate_limit_args=STATUS)
             return
-        if self.message_id is None:  # the job's status message first, so a late "Queued" finds its place
-            await self._post(text)
+        if self.message_id is None:
+            decision, self.message_id = await self._decide()  # a text message to replace, or none
+            if decision == "none":
+                return
         sent = await self.bot.send_photo(self.chat_id, image, caption=text or None,
                                          reply_to_message_id=self._reply_to, allow_sending_without_reply=True,
                                          rate_limit_args=STATUS)
@@ -179,19 +240,19 @@ class ProgressMessage:
                 await self.bot.delete_message(self.chat_id, replaced, rate_limit_args=STATUS)
 
     async def _post(self, text: str) -> None:
-        """Post the status message (or edit the job's "Queued" reply, if that is on its way); if the
-        job got one meanwhile, use that one instead."""
-        on_its_way = self._queued_reply() if self._queued_reply is not None else None
-        if on_its_way is not None and (queued := await asyncio.shield(on_its_way)) is not None:
-            self.message_id = (await self._adopt(queued) if self._adopt is not None else None) or queued
-            await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=self.message_id,
-                                             rate_limit_args=STATUS)
+        """Show the first text where PostgreSQL says: an existing message (edited), or a new post."""
+        decision, message_id = await self._decide()
+        if decision == "none":
+            return
+        if decision == "edit":
+            self.message_id = message_id
+            await self._write(text)
             return
         sent = await self.bot.send_message(self.chat_id, text, reply_to_message_id=self._reply_to,
                                            allow_sending_without_reply=True, rate_limit_args=STATUS)
         adopted = await self._adopt(sent.message_id) if self._adopt is not None else None
         self.message_id = adopted or sent.message_id
-        if self.message_id != sent.message_id:
+        if self.message_id != sent.message_id:  # a reply announced as its status came first (``announce``)
             with contextlib.suppress(TelegramError):
                 await self.bot.delete_message(self.chat_id, sent.message_id, rate_limit_args=STATUS)
             await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=self.message_id,

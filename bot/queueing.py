@@ -136,8 +136,6 @@ async def queue_command(update: Update, context: CourierContext, name: str, text
 
 async def queue_job(update: Update, context: CourierContext, name: str, params: dict, part: int = 0) -> int | None:
     """Queue the job of command ``name`` with ``params`` in the sender's language, under their cap and
-    quota, with its "Queued" reply; its id, None if it was refused (the chat was told why)."""
-    return await context.submit_job(
-        update, name, {**params, "language": context.language(update)},
-        lambda position: context.t(update, "queued", name=name, position=position),
-        quota=access.quota_of(update, context), part=part)
+    quota, listed in the chat's queue message; its id, None if it was refused (the chat was told why)."""
+    return await context.submit_job(update, name, {**params, "language": context.language(update)},
+                                    quota=access.quota_of(update, context), part=part)

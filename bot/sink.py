@@ -9,28 +9,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from telegram import Bot
+from telegram import Bot, InlineKeyboardMarkup
 from telegram.constants import FileSizeLimit
 from telegram.error import BadRequest, TelegramError
 
-from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable
+from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable, ResultExtras
 from .delivery import deliver_album, deliver_file, reply_args
 from .keyboards import result_keyboard
 from .limiter import STATUS
-from .progress import ChatThrottle, ProgressMessage
+from .progress import MOMENT_S, ChatThrottle, ProgressMessage
 from .sending import send
 
 
 class TelegramSink:
     """One per bot: status edits of all jobs share its per-chat throttle."""
 
-    def __init__(self, bot: Bot, progress_interval_s: float, queued_replies):
+    def __init__(self, bot: Bot, progress_interval_s: float, queue_messages):
         self.bot = bot
         self.throttle = ChatThrottle(progress_interval_s)
-        self.queued_replies = queued_replies  # BotData.queued_replies (a QueuedReplies), which the handlers fill
+        self.queue_messages = queue_messages  # BotData.queue_messages (a QueueMessages)
 
-    async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
-        sent = await send(lambda: self.bot.send_message(chat_id, text, **reply_args(reply_to)), "message")
+    async def send_text(self, chat_id: int, text: str, reply_to: int | None = None,
+                        extras: ResultExtras | None = None) -> int:
+        markup = {"reply_markup": _keyboard(extras)} if extras is not None else {}
+        sent = await send(lambda: self.bot.send_message(chat_id, text, **markup, **reply_args(reply_to)), "message")
         return sent.message_id
 
     async def check_chat(self, chat_id: int) -> None:
@@ -39,16 +41,20 @@ class TelegramSink:
         except TelegramError as exc:
             raise DeliveryFailed(str(exc)) from exc
 
-    def status(self, chat_id: int, message_id: int | None, *, job_id: int | None = None,
-               reply_to: int | None = None, adopt=None, moved=None) -> ProgressMessage:
-        return ProgressMessage(self.bot, chat_id, message_id, self.throttle, reply_to=reply_to, adopt=adopt,
-                               moved=moved, queued_reply=lambda: self.queued_replies.on_its_way(job_id))
+    def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
+               take=None, adopt=None, moved=None) -> ProgressMessage:
+        self.queue_messages.refresh(self.bot, chat_id)  # the job left the chat's queue
+        return ProgressMessage(self.bot, chat_id, message_id, self.throttle, reply_to=reply_to, take=take,
+                               adopt=adopt, moved=moved, after_s=min(MOMENT_S, self.throttle.interval_s))
 
     async def delete_message(self, chat_id: int, message_id: int) -> None:
         await delete_message(self.bot, chat_id, message_id)
 
-    async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
-        return await deliver_file(self.bot, chat_id, reply_to, filename, data)
+    async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes,
+                          extras: ResultExtras | None = None) -> dict:
+        if extras is None:
+            return await deliver_file(self.bot, chat_id, reply_to, filename, data)
+        return await deliver_file(self.bot, chat_id, reply_to, filename, data, extras.caption, _keyboard(extras))
 
     async def send_album(self, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]]) -> list[dict]:
         return await deliver_album(self.bot, chat_id, reply_to, files)
@@ -74,6 +80,10 @@ class TelegramSink:
             raise InputUnavailable("image_unavailable") from exc
         except TelegramError as exc:
             raise ChatError(str(exc)) from exc
+
+
+def _keyboard(extras: ResultExtras) -> InlineKeyboardMarkup:
+    return result_keyboard(extras.token, extras.say)
 
 
 async def delete_message(bot: Bot, chat_id: int, message_id: int) -> None:

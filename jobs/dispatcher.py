@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime
 import functools
 import os
 import secrets
@@ -49,7 +48,7 @@ from .comfy_client import (
 )
 from .handoff import Handoff
 from .ports import ChatBlocked, ChatSink, StatusMessage
-from .runner import JobError, JobRun, Runner
+from .runner import JobError, JobRun, Runner, elapsed_s
 
 log = get_logger("dispatcher")
 
@@ -271,8 +270,9 @@ class Dispatcher:
         def say(key: str, **params) -> str:
             return i18n.text(language, key, **params)
 
-        progress = self.sink.status(job.chat_id, job.status_message_id, job_id=job.id,
-                                    reply_to=job.reply_to_message_id,
+        progress = self.sink.status(job.chat_id, job.status_message_id, reply_to=job.reply_to_message_id,
+                                    take=functools.partial(jobs.take_status_message, self.store.pool, job.id,
+                                                           self.worker_id),
                                     adopt=functools.partial(jobs.adopt_status_message, self.store.pool, job.id),
                                     moved=functools.partial(jobs.move_status_message, self.store.pool, job.id))
         active.lease_until = time.monotonic() + self.settings.job_lease_s
@@ -337,10 +337,11 @@ class Dispatcher:
         finally:
             lease.cancel()
         if await jobs.succeed(pool, job.id, result, worker=self.worker_id):
-            seconds = (datetime.datetime.now(datetime.UTC) - job.created_at).total_seconds()  # every attempt, queue too
-            unconfirmed = len(result.get("unconfirmed") or ())
-            await progress.finish(i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=seconds)
-                                  if unconfirmed else say("done", seconds=seconds))
+            seconds = elapsed_s(job)
+            if unconfirmed := len(result.get("unconfirmed") or ()):
+                await progress.finish(i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=seconds))
+            else:  # where the result's caption says it already, only a status message the job has says it too
+                await progress.finish(say("done", seconds=seconds), optional=bool(result.get("captioned")))
         return False
 
     async def _not_ours(self, job, active: ActiveJob, progress: StatusMessage, say) -> None:
@@ -362,9 +363,9 @@ class Dispatcher:
         if job.attempts >= job.max_attempts:
             await self._finish_failed(job, progress, say, say("backend_gave_up", attempts=job.attempts))
             return
-        await jobs.release(self.store.pool, job.id, self.worker_id, reason, count_attempt=True)
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # said while the job is ours: only its worker may post its status
             await progress.finish(say("backend_retrying"))  # never dropped by the throttle
+        await jobs.release(self.store.pool, job.id, self.worker_id, reason, count_attempt=True)
 
     async def _finish_failed(self, job, progress: StatusMessage, say, reason: str) -> None:
         await jobs.fail(self.store.pool, job.id, reason, worker=self.worker_id)

@@ -7,6 +7,7 @@ whatever carries the messages.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
@@ -43,15 +44,36 @@ class DeliveryUnconfirmed(ChatError):
     """The request went out but its answer did not come: the chat may have taken it or not."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ResultExtras:
+    """What rides on a job's last result message: ``caption`` (e.g. "Done in 2.1 s.") and the result
+    buttons of ``token`` (labels from ``say``), so that neither costs a request of its own."""
+
+    caption: str | None
+    token: str
+    say: Callable[..., str]
+
+
+TakeFn = Callable[[], Awaitable[tuple[str, int | None]]]
+"""Where a job's status shows, decided in PostgreSQL before posting (``store.jobs.take_status_message``)."""
+
+
 class StatusMessage(Protocol):
-    """A job's status message: edits are best effort and throttled, the final text always shows."""
+    """A job's status message: posted once, and only if the job runs longer than a moment (a job
+    done sooner says so in its result's caption); edits are best effort and throttled."""
 
     async def update(self, text: str) -> None: ...
 
     async def preview(self, image: bytes) -> None:
         """Show ``image`` (a live preview of the running job) with the latest text; best effort."""
 
-    async def finish(self, text: str) -> None: ...
+    def results_follow(self) -> None:
+        """The job's results go to the chat next: a status not shown yet is not posted any more
+        (it would land under them); one shown already is still edited."""
+
+    async def finish(self, text: str, *, optional: bool = False) -> None:
+        """The final text, always shown; ``optional``: the chat has it already (the result's caption),
+        so it only goes into a status message the job has (or takes over), never a new post."""
 
 
 class ChatSink(Protocol):
@@ -59,26 +81,32 @@ class ChatSink(Protocol):
         """Whether the chat exists for the bot (the user wrote to it), asked without sending
         anything. :raises DeliveryFailed:"""
 
-    async def send_text(self, chat_id: int, text: str, reply_to: int | None = None) -> int:
-        """Send a message; returns its message id. :raises DeliveryFailed, DeliveryUnconfirmed:"""
+    async def send_text(self, chat_id: int, text: str, reply_to: int | None = None,
+                        extras: ResultExtras | None = None) -> int:
+        """Send a message (with the result buttons of ``extras``); returns its message id.
+        :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
-    def status(self, chat_id: int, message_id: int | None, *, job_id: int | None = None,
-               reply_to: int | None = None, adopt: Callable[[int], Awaitable[int | None]] | None = None,
+    def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
+               take: TakeFn | None = None, adopt: Callable[[int], Awaitable[int | None]] | None = None,
                moved: Callable[[int], Awaitable[None]] | None = None) -> StatusMessage:
-        """The status message ``message_id`` of job ``job_id`` in ``chat_id``, to edit as the job goes on.
+        """The status message of a job that starts now in ``chat_id`` (``message_id``: the one it has
+        from an earlier run, else None), to edit as the job goes on; the chat's queue message learns
+        that the job left the queue.
 
-        With ``message_id`` None the first text posts the message (replying to ``reply_to``),
-        or edits the job's "Queued" reply if that is on its way, and ``adopt(new_id)`` records
-        it unless the job has one; it returns the job's.
+        With ``message_id`` None, ``take()`` decides where the first text goes (the chat's queue
+        message once no job is queued there, or a new post replying to ``reply_to``);
+        ``adopt(new_id)`` records a new post unless the job has one, and returns the job's.
         ``moved(new_id)`` records a message that took the status message's place (a preview's).
         """
 
     async def delete_message(self, chat_id: int, message_id: int) -> None:
         """Delete a message the bot sent. :raises DeliveryFailed:"""
 
-    async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes) -> dict:
+    async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes,
+                          extras: ResultExtras | None = None) -> dict:
         """Send one result file; returns what the session records for chaining
-        (``{"kind", "file_id", "filename", "message_ids"}``); a preview that does not go is no failure.
+        (``{"kind", "file_id", "filename", "message_ids"}``, and ``"buttons"``: the message that took
+        ``extras``, absent if none did); a preview that does not go is no failure.
         :raises UploadTooLarge: the file is beyond what the chat's server takes.
         :raises DeliveryFailed, DeliveryUnconfirmed:"""
 

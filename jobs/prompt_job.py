@@ -13,8 +13,8 @@ from ..store import buttons, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from . import upscale
 from .comfy_client import ComfyClient, PromptResult
-from .ports import ChatBlocked, ChatError, DeliveryFailed, InputUnavailable, UploadTooLarge
-from .runner import JobError, JobRun, send_each_once
+from .ports import ChatBlocked, ChatError, DeliveryFailed, InputUnavailable, ResultExtras, UploadTooLarge
+from .runner import JobError, JobRun, elapsed_s, send_each_once
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
 KIND = "prompt"  # the kind of a job whose params name none
@@ -53,15 +53,18 @@ async def run(run: JobRun) -> dict:
                                          on_preview=on_preview if run.settings.live_previews else None)
     run.left_backend()
     files = [file async for file in result_files(client, result, handed, set(output_nodes(workflow)))]
-    records = await deliver(run, files)
+    run.status.results_follow()
+    token = await buttons.issue(run.pool, job.id)
+    records = await deliver(run, files, ResultExtras(say("done", seconds=elapsed_s(job)), token, say))
     delivered = [record for record in records if record is not None]
     if chained := [record for record in delivered if record.get("file_id")]:
         await sessions.set_last_outputs(run.pool, job.chat_id, job.user_id, chained)
-    if delivered:
-        await offer_buttons(run, delivered[-1])
+    if delivered and "buttons" not in delivered[-1]:
+        await offer_buttons(run, delivered[-1], token)
     return {"prompt_id": result.prompt_id, "outputs": delivered,
             "unconfirmed": [file.output for file, record in zip(files, records, strict=True) if record is None],
-            "execution_ms": result.execution_ms}
+            "execution_ms": result.execution_ms,
+            "captioned": bool(delivered) and bool(delivered[-1].get("captioned"))}
 
 
 @dataclasses.dataclass
@@ -83,9 +86,10 @@ class StepClock:
         return math.ceil((total - value) * (now - self.start[1]) / done)
 
 
-async def deliver(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
+async def deliver(run: JobRun, files: list[ResultFile], extras: ResultExtras | None = None) -> list[dict | None]:
     """Send the job's files: still images that fit as albums (``ALBUM_MAX`` each), the rest one by one;
-    a record per file, in order (None where nobody knows whether it went).
+    a record per file, in order (None where nobody knows whether it went). ``extras`` (caption and
+    buttons) ride on the last message.
 
     :raises JobError: a file (or album) did not go, for sure; the message names it and Telegram's reason.
     """
@@ -94,9 +98,11 @@ async def deliver(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
     albums = [stills[i:i + ALBUM_MAX] for i in range(0, len(stills), ALBUM_MAX)] if len(stills) > 1 else []
     alone = set(range(len(files))).difference(*albums)
     records: dict[int, dict | None] = {}
-    for group in [*albums, *([i] for i in sorted(alone))]:
+    groups = [*albums, *([i] for i in sorted(alone))]
+    for number, group in enumerate(groups, 1):
+        last = extras if number == len(groups) else None
         try:
-            records.update(zip(group, await deliver_once(run, [files[i] for i in group]), strict=True))
+            records.update(zip(group, await deliver_once(run, [files[i] for i in group], last), strict=True))
         except ChatBlocked:
             raise
         except DeliveryFailed as exc:  # refused, or still failing after the retries: say which and why
@@ -105,25 +111,27 @@ async def deliver(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
     return [records[i] for i in range(len(files))]
 
 
-async def deliver_once(run: JobRun, files: list[ResultFile]) -> list[dict | None]:
+async def deliver_once(run: JobRun, files: list[ResultFile], extras: ResultExtras | None = None) -> list[dict | None]:
     """Send ``files`` (one, or an album) as ``send_each_once`` does: but those an earlier run of the
     job sent or may have; their records, None where nobody knows."""
     async def send(fresh: list[int]) -> list[dict]:
         chosen = [files[i] for i in fresh]
         return [{**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
                  "job_id": run.job.id, "via": file.via}
-                for file, record in zip(chosen, await send_files(run, chosen), strict=True)]
+                for file, record in zip(chosen, await send_files(run, chosen, extras), strict=True)]
 
     try:
         return await send_each_once(run, [file.output for file in files], send)
     except UploadTooLarge:
         if len(files) == 1:
             raise
-        return [(await deliver_once(run, [file]))[0] for file in files]  # the server takes less than the setting
+        return [(await deliver_once(run, [file], extras if file is files[-1] else None))[0]
+                for file in files]  # the server takes less than the setting
 
 
-async def send_files(run: JobRun, files: list[ResultFile]) -> list[dict]:
+async def send_files(run: JobRun, files: list[ResultFile], extras: ResultExtras | None = None) -> list[dict]:
     """One file, or an album; one beyond the upload limit is announced with its size instead.
+    ``extras``: the caption and buttons of the job's last message (a line of text carries the buttons only).
 
     :raises DeliveryFailed, DeliveryUnconfirmed:
     """
@@ -131,10 +139,11 @@ async def send_files(run: JobRun, files: list[ResultFile]) -> list[dict]:
     if len(files) > 1:
         records = await run.sink.send_album(job.chat_id, job.reply_to_message_id,
                                             [(f.filename, f.data) for f in files])
-        try:  # Telegram shows no buttons under an album: the job's go under this line after it
+        try:  # Telegram shows no buttons under an album: the job's go on this line after it
             line = await run.sink.send_text(job.chat_id, say("album_results", count=len(files)),
-                                            records[0]["message_ids"][0])
+                                            records[0]["message_ids"][0], extras)
             records[-1]["message_ids"].append(line)
+            records[-1].update({"buttons": line} if extras is not None else {})
         except ChatError as exc:
             log.info("job %s: no line under its album: %s", job.id, exc)
         return records
@@ -144,11 +153,13 @@ async def send_files(run: JobRun, files: list[ResultFile]) -> list[dict]:
         text = say("result_too_large", filename=file.filename, size_mb=size_mb, limit_mb=limit_mb)
     else:
         try:
-            return [await run.sink.send_result(job.chat_id, job.reply_to_message_id, file.filename, file.data)]
+            return [await run.sink.send_result(job.chat_id, job.reply_to_message_id, file.filename, file.data,
+                                               extras)]
         except UploadTooLarge:
             text = say("result_refused_for_size", filename=file.filename, size_mb=size_mb)
-    message_id = await run.sink.send_text(job.chat_id, text, job.reply_to_message_id)
-    return [{"kind": "too_large", "filename": file.filename, "message_ids": [message_id]}]
+    message_id = await run.sink.send_text(job.chat_id, text, job.reply_to_message_id, extras)
+    return [{"kind": "too_large", "filename": file.filename, "message_ids": [message_id],
+             **({"buttons": message_id} if extras is not None else {})}]
 
 
 def upload_limit(run: JobRun) -> int:
@@ -156,11 +167,11 @@ def upload_limit(run: JobRun) -> int:
     return int(run.settings.upload_limit_mb * 1e6)
 
 
-async def offer_buttons(run: JobRun, last: dict) -> None:
-    """The result buttons under the last message of the job's result; best effort (the result is there)."""
+async def offer_buttons(run: JobRun, last: dict, token: str) -> None:
+    """The result buttons under the last message of the job's result, where they did not ride on it
+    (its preview failed, or an earlier run sent it); best effort (the result is there)."""
     if not last.get("message_ids"):
         return
-    token = await buttons.issue(run.pool, run.job.id)
     try:
         await run.sink.offer_buttons(run.job.chat_id, last["message_ids"][-1], token, run.say)
     except ChatError as exc:  # e.g. a re-run: the buttons are there already

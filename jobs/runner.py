@@ -8,6 +8,7 @@ registry (``dispatcher.RUNNERS``) and everything around a run: lease, timeout, c
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Awaitable, Callable
 
 from ..config import Settings
@@ -40,6 +41,11 @@ class JobRun:
 
 
 Runner = Callable[[JobRun], Awaitable[dict]]
+
+
+def elapsed_s(job) -> float:
+    """Seconds since the job was queued: what "Done in" says (the queue and every attempt count)."""
+    return (datetime.datetime.now(datetime.UTC) - job.created_at).total_seconds()
 
 
 async def send_once(run: JobRun, output: str, send: Callable[[], Awaitable[dict]]) -> dict | None:

@@ -2,10 +2,11 @@
 
 The job is queued in one statement (``store.jobs.submit``: the user's row, the per-user cap under
 the user's row lock, the job, the update inbox, the wake-up), committed before any reply.
-``announce`` sends the reply afterwards (the bot in a task of its own), so replies wait for
-Telegram's rate limit holding neither a pooled connection, nor the lock, nor one of the bot's
-concurrent-update slots. The "Queued" reply becomes the job's status message only if the
-dispatcher has not posted one first.
+A command's job is acknowledged by its chat's queue message (``bot/queue_message.py``); ``announce``
+sends a reply of its own afterwards where one says more (``/bench``, ``POST /courier/benchmarks/run``),
+in a task of its own, so replies wait for Telegram's rate limit holding neither a pooled connection,
+nor the lock, nor one of the bot's concurrent-update slots. That reply becomes the job's status
+message only if the dispatcher has not posted one first.
 """
 
 from __future__ import annotations

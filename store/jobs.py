@@ -121,6 +121,17 @@ async def adopt_status_message(db: Db, job_id: int, message_id: int) -> int | No
         return await conn.fetchval(query("adopt_status_message"), job_id, message_id)
 
 
+async def take_status_message(db: Db, job_id: int, worker: str) -> tuple[str, int | None]:
+    """Where ``worker`` shows job ``job_id``'s status, decided before anything is posted: ``("edit",
+    message_id)`` (the job's own, or the chat's queue message handed over to it), ``("wait", None)``
+    (the chat's queue message is being sent: ask again shortly), ``("post", None)`` (post one and
+    record it with ``adopt_status_message``) or ``("none", None)`` (not ``worker``'s job: show nothing).
+    """
+    async with acquire(db) as conn:
+        row = await conn.fetchrow(query("take_status_message"), job_id, worker)
+    return row["decision"], row["message"]
+
+
 async def move_status_message(db: Db, job_id: int, message_id: int) -> None:
     """The job's status message is now ``message_id`` (its earlier one is deleted)."""
     async with acquire(db) as conn:

@@ -65,15 +65,18 @@ def leftovers(rows: Iterable[asyncpg.Record]) -> Leftovers:
 
 
 async def forget_user(db: Db, user_id: int) -> Leftovers:
-    """Delete the user's jobs, chat sessions, pending actions, default options and profile; keep their ban
-    and quota counters.
+    """Delete the user's jobs, chat sessions, pending actions, default options, profile and the queue
+    message of their private chat; keep their ban and quota counters.
 
     Cancel their active jobs first (their workers must stop writing to rows that are gone).
     """
     async with acquire(db) as conn, conn.transaction():
         rows = await conn.fetch(query("forget_user_jobs"), user_id)
+        queue_messages = await conn.fetch(query("forget_queue_message"), user_id)
         await conn.execute(query("forget_user_rest"), user_id)
-    return leftovers(rows)
+    left = leftovers(rows)
+    left.messages.extend((row["chat_id"], row["message_id"]) for row in queue_messages)
+    return left
 
 
 async def purge_old(db: Db, days: int, limit: int) -> Leftovers:

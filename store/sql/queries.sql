@@ -194,6 +194,54 @@ LEFT JOIN LATERAL (SELECT pg_notify('courier_jobs', $1::text) WHERE adopted.stat
 -- final text replaced that photo), so that /forget deletes the one the chat shows.
 UPDATE courier_jobs SET status_message_id = $2 WHERE id = $1;
 
+-- take_status_message --
+-- Where worker $2 shows the status of job $1 (courier_take_status_v1): decision, message.
+SELECT decision, message FROM courier_take_status_v1($1, $2);
+
+-- claim_queue_message --
+-- Chat $1's queue message is ours to send for $2 seconds, unless another host is sending it (then
+-- no row); its message id (NULL: none posted yet) and the text it shows.
+INSERT INTO courier_queue_messages AS m (chat_id, busy_until) VALUES ($1, now() + make_interval(secs => $2))
+ON CONFLICT (chat_id) DO UPDATE SET busy_until = EXCLUDED.busy_until
+    WHERE m.busy_until IS NULL OR m.busy_until <= now()
+RETURNING m.message_id, m.shown;
+
+-- settle_queue_message --
+-- Chat $1's queue message is message $2 showing text $3, and nobody is sending it.
+UPDATE courier_queue_messages SET message_id = $2, shown = $3, busy_until = NULL WHERE chat_id = $1;
+
+-- drop_queue_message --
+-- Chat $1 has no queue message any more (none went, or it says something else now).
+DELETE FROM courier_queue_messages WHERE chat_id = $1;
+
+-- chat_queue --
+-- The queued jobs of chat $1 in claim order (at most $2), each with its place in the whole queue.
+SELECT j.id, j.command, j.params->>'language' AS language, j.reply_to_message_id, q.position
+FROM courier_jobs j
+JOIN courier_queue q ON q.job_id = j.id
+WHERE j.chat_id = $1 AND j.status = 'queued'
+ORDER BY q.position
+LIMIT $2;
+
+-- queue_estimate --
+-- For chat $1's queue message: the median run time of the last 50 succeeded jobs (NULL: none
+-- yet), the prompts the backends taking jobs run at once, and whether a running job of the chat
+-- still has no status message (it takes the queue message once the chat's queue is empty).
+SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY recent.seconds)
+        FROM (SELECT extract(epoch FROM finished_at - started_at) AS seconds
+              FROM courier_jobs
+              WHERE status = 'succeeded' AND started_at IS NOT NULL
+              ORDER BY finished_at DESC
+              LIMIT 50) recent) AS median_s,
+       (SELECT coalesce(sum(capacity), 0) FROM courier_backends WHERE healthy AND NOT draining) AS slots,
+       EXISTS (SELECT 1 FROM courier_jobs
+               WHERE chat_id = $1 AND status = 'running' AND status_message_id IS NULL) AS taker;
+
+-- forget_queue_message --
+-- Deletes the queue message of user $1's private chat (its chat id is theirs); returns it.
+DELETE FROM courier_queue_messages WHERE chat_id = $1 AND message_id IS NOT NULL
+RETURNING chat_id, message_id;
+
 -- finish_job --
 -- Ends a running job as $2 (succeeded or failed); only worker $5 may, unless $5 is NULL.
 UPDATE courier_jobs

@@ -45,21 +45,23 @@ async def fetch(courier, sql: str, *args):
 
 
 async def done(bot, count: int) -> None:
-    """Wait until ``count`` jobs have said they are done."""
+    """Wait until ``count`` jobs have said they are done (in their status messages, once recorded)."""
     await bot.emulator.wait_for(lambda: sum(c.method == "editMessageText" and c.params["text"].startswith("Done in")
                                             for c in bot.outbox) >= count, timeout=JOB_TIMEOUT_S)
 
 
 async def result_buttons(bot, index: int = 0) -> tuple[int, dict[str, str]]:
-    """The message the ``index``-th result's buttons went under, and their callback data by label key."""
+    """The message the ``index``-th result's buttons ride on (its photo), and their callback data by label key."""
     calls = await bot.emulator.wait_for(
-        lambda: (found := [c for c in bot.outbox if c.method == "editMessageReplyMarkup"])[index:] and found,
+        lambda: (found := [c for c in bot.outbox if c.method in ("sendPhoto", "editMessageReplyMarkup")
+                           and c.params.get("reply_markup")])[index:] and found,
         timeout=JOB_TIMEOUT_S)
     call = calls[index]
     buttons = [b for row in call.params["reply_markup"]["inline_keyboard"] for b in row]
     assert [b["text"] for b in buttons] == [en(key) for key in LABELS]
     assert all(len(b["callback_data"].encode()) <= 64 for b in buttons)
-    return call.params["message_id"], {key: b["callback_data"] for key, b in zip(LABELS, buttons, strict=True)}
+    message_id = call.result["message_id"] if call.method == "sendPhoto" else call.params["message_id"]
+    return message_id, {key: b["callback_data"] for key, b in zip(LABELS, buttons, strict=True)}
 
 
 def press(bot, message_id: int, data: str, presser: int | None = None) -> dict:

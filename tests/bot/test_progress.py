@@ -1,5 +1,5 @@
 """Status messages (bot/progress.py): they give way to results in the rate limiter, on PTB's real
-AIORateLimiter; a job's status is its "Queued" reply when that is on its way as the job starts."""
+AIORateLimiter; a job's status is its chat's queue message when that is on its way as the job starts."""
 
 import asyncio
 
@@ -7,6 +7,7 @@ import pytest
 
 from comfyui_courier.bot.limiter import STATUS, STATUS_SLOTS, ResultsFirstLimiter
 from comfyui_courier.bot.windows import Limit, Limits
+from comfyui_courier.store import backends
 from comfyui_courier.tests.support.courier import running_courier
 
 
@@ -33,17 +34,22 @@ async def test_a_result_overtakes_a_backlog_of_status_messages():
 
 
 @pytest.mark.timeout(120)
-async def test_a_job_started_while_its_queued_reply_is_on_its_way_edits_that_reply(botapi, botapi_bot, pg_database,
-                                                                                   fake_comfy, tmp_path):
-    """The dispatcher starts the job before Telegram answered its "Queued" reply: the job's status
-    is that reply, edited, not a second message posted and one of the two deleted."""
+async def test_a_job_started_while_its_queue_message_is_on_its_way_edits_that_message(botapi, botapi_bot, pg_database,
+                                                                                     fake_comfy, tmp_path):
+    """The dispatcher starts the job before Telegram answered its chat's queue message: the job's
+    status is that message, edited, not a second message posted and one of the two deleted."""
     user = 616
     async with running_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
-                               COURIER_ALLOWED_USERS=str(user)):
-        queued_reply = botapi_bot.hold("sendMessage")
+                               COURIER_ALLOWED_USERS=str(user)) as courier:
+        pool = courier.store.pool
+        (backend,) = await backends.list_backends(pool)
+        await backends.set_backend(pool, backend.id, draining=True)  # the job waits: its chat's queue message goes
+        queue_message = botapi_bot.hold("sendMessage")
         request = botapi_bot.inject_text(user, "/demo a fox")
+        await botapi.wait_for(lambda: any(c.method == "sendMessage" for c in botapi_bot.calls), timeout=30)
+        await backends.set_backend(pool, backend.id, draining=False)
         await botapi.wait_for(lambda: fake_comfy.prompts, timeout=30)  # the job runs, its first status due
-        queued_reply.set()
+        queue_message.set()
         done = await botapi_bot.wait_for_call("editMessageText", timeout=60,
                                               where=lambda c: c.params["text"].startswith("Done"))
     posts = [c for c in botapi_bot.outbox if c.method == "sendMessage"]

@@ -294,15 +294,15 @@ async def feed(harness, update: Update) -> list[str]:
     before = len(bot.calls)
     queued = bot.inject_update(update.to_dict())
     await application.process_update(Update.de_json(queued, application.bot))
-    await asyncio.gather(*(task for task in asyncio.all_tasks()  # the "Queued" reply, sent after commit
-                           if task.get_name().startswith("courier-queued-")))
+    await asyncio.gather(*(task for task in asyncio.all_tasks()  # the chat's queue message, sent after commit
+                           if task.get_name().startswith("courier-queue-")))
     if errors:
         raise errors[0]
     said = []
     for call in (c for c in bot.calls[before:] if c.outbound):
         assert call.ok, (call.method, call.failure)
-        assert call.method in ("sendMessage", "answerCallbackQuery"), call.method
-        key = catalog_key(call.params.get("text", ""))
+        assert call.method in ("sendMessage", "answerCallbackQuery", "editMessageText"), call.method  # a queue message
+        key = catalog_key(call.params.get("text", "").split("\n")[0])  # its lines: one per queued job
         assert key is not None, call.params.get("text")
         said.append(key)
     return said

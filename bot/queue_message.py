@@ -1,0 +1,160 @@
+"""One queue message per chat: the chat's queued jobs, their places and when they start, edited as the
+queue moves; it acknowledges commands, so that the requests spent on that grow with chats, not commands.
+
+``refresh(bot, chat_id)`` follows every change of the chat's queue: a job queued (``context``), one
+started (``TelegramSink.status``), cancelled (``admin``). One chat's refreshes coalesce: its message
+goes out a moment (``after_s``: ``progress.MOMENT_S``, or the progress interval if shorter) after
+the first of them, so a job that starts at once has none, then at most once every ``every_s``,
+each time with the latest text only.
+
+PostgreSQL holds which message it is and who sends it (``store.queue_messages``): a host sends it
+only while it holds the chat's row, so two hosts never post a chat's message twice nor edit it at
+once. Once the chat has no queued job, the message stays for the job that started last, which takes
+it over as its status message (``store.jobs.take_status_message``): it is never deleted under a job
+on its way to it. It says that the jobs were cancelled when a cancel emptied the queue, and is deleted
+only when no running job of the chat could take it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+
+from telegram.error import TelegramError
+
+from .. import i18n
+from ..jobs.ports import ChatError
+from ..logs import get_logger
+from ..store import queue_messages
+from ..store.errors import StoreError
+from .limiter import STATUS
+from .progress import MOMENT_S
+from .sending import send
+
+log = get_logger("queue")
+
+HOLD_S = 60.0
+"""How long a host holds a chat's message while it sends it (longer than any send with its retries)."""
+MAX_LINES = 20
+"""Queued jobs listed; the rest are counted (up to ``MAX_COUNTED``)."""
+MAX_COUNTED = 1000
+EDITS_PER_INTERVAL = 2
+"""A queue message is edited at most once per this many progress intervals (``every_s``)."""
+
+
+@dataclasses.dataclass
+class _Chat:
+    next_at: float
+    dirty: bool = True
+    cancelled: list[str] = dataclasses.field(default_factory=list)  # texts for a message whose queue emptied
+    task: asyncio.Task | None = None
+
+
+class QueueMessages:
+    """The bot's queue messages (one per bot, in ``BotData``; ``data`` gives the pool and settings)."""
+
+    def __init__(self, data, clock=time.monotonic):
+        self._data = data
+        self._clock = clock
+        self._chats: dict[int, _Chat] = {}
+
+    @property
+    def after_s(self) -> float:
+        return min(MOMENT_S, self._data.settings.progress_interval_s)
+
+    @property
+    def every_s(self) -> float:
+        return EDITS_PER_INTERVAL * self._data.settings.progress_interval_s
+
+    def refresh(self, bot, chat_id: int, cancelled: list[str] | tuple = ()) -> None:
+        """Bring chat ``chat_id``'s queue message up to date soon (``cancelled``: what it says of the
+        jobs cancelled, if that leaves the chat's queue empty)."""
+        if self._data.store is None:  # a bot without a store (tests of handlers alone)
+            return
+        chat = self._chats.get(chat_id)
+        if chat is None:
+            chat = self._chats[chat_id] = _Chat(next_at=self._clock() + self.after_s)
+        chat.dirty = True
+        chat.cancelled.extend(cancelled)
+        if chat.task is None:
+            chat.task = asyncio.create_task(self._keep(bot, chat_id, chat), name=f"courier-queue-{chat_id}")
+
+    async def _keep(self, bot, chat_id: int, chat: _Chat) -> None:
+        try:
+            while chat.dirty:
+                await asyncio.sleep(max(0.0, chat.next_at - self._clock()))
+                chat.dirty, cancelled, chat.cancelled = False, chat.cancelled, []
+                try:
+                    if not await self._round(bot, chat_id, cancelled):  # another host sends it now
+                        chat.dirty = True
+                        chat.cancelled[:0] = cancelled
+                except (StoreError, OSError) as exc:
+                    log.warning("queue message of chat %s not updated: %s", chat_id, exc)
+                chat.next_at = self._clock() + self.every_s
+        finally:
+            del self._chats[chat_id]
+
+    async def _round(self, bot, chat_id: int, cancelled: list[str]) -> bool:
+        """One update of the chat's message; False if another host holds it."""
+        pool = self._data.store.pool
+        held = await queue_messages.claim(pool, chat_id, HOLD_S)
+        if held is None:
+            return False
+        message_id, shown = held
+        try:
+            queued = await queue_messages.chat_queue(pool, chat_id, MAX_COUNTED)
+            if not queued:
+                message_id, shown = await self._emptied(bot, chat_id, message_id, shown, cancelled)
+                return True
+            text = self._text(queued, await queue_messages.estimate(pool, chat_id))
+            if message_id is None:
+                message_id = (await send(lambda: bot.send_message(
+                    chat_id, text, reply_to_message_id=queued[0].reply_to_message_id,
+                    allow_sending_without_reply=True, rate_limit_args=STATUS), "queue message")).message_id
+            elif text != shown:
+                await send(lambda: bot.edit_message_text(text, chat_id=chat_id, message_id=message_id,
+                                                         rate_limit_args=STATUS), "queue message")
+            shown = text
+        except ChatError as exc:  # refused, or unconfirmed: the next change posts one anew
+            log.info("queue message of chat %s: %s", chat_id, exc)
+            message_id = None
+        finally:
+            await (queue_messages.settle(pool, chat_id, message_id, shown) if message_id is not None
+                   else queue_messages.drop(pool, chat_id))
+        return True
+
+    async def _emptied(self, bot, chat_id: int, message_id: int | None, shown: str | None,
+                       cancelled: list[str]) -> tuple[int | None, str | None]:
+        """No job is queued in the chat: the message says what was cancelled, stays for a running job
+        that takes it over, or goes. Returns the message and text that stay (None: none)."""
+        if message_id is None:
+            return None, None
+        if cancelled:
+            text = "\n".join(dict.fromkeys(cancelled))
+            await send(lambda: bot.edit_message_text(text, chat_id=chat_id, message_id=message_id,
+                                                     rate_limit_args=STATUS), "queue message")
+            return None, None  # it is a plain message now
+        if (await queue_messages.estimate(self._data.store.pool, chat_id)).taker:
+            return message_id, shown
+        try:
+            await bot.delete_message(chat_id, message_id, rate_limit_args=STATUS)
+        except TelegramError as exc:
+            log.info("queue message %s of chat %s not deleted: %s", message_id, chat_id, exc)
+        return None, None
+
+    def _text(self, queued: list[queue_messages.QueuedJob], estimate: queue_messages.Estimate) -> str:
+        lines = []
+        for job in queued[:MAX_LINES]:
+            language = i18n.pick_language(job.language, self._data.settings.language)
+            if estimate.median_s is not None:
+                seconds = math.ceil(math.ceil(job.position / max(1, estimate.slots)) * estimate.median_s)
+                lines.append(i18n.text(language, "queued_eta", name=job.command, position=job.position,
+                                       seconds=seconds))
+            else:
+                lines.append(i18n.text(language, "queued", name=job.command, position=job.position))
+        if len(queued) > MAX_LINES:
+            language = i18n.pick_language(queued[0].language, self._data.settings.language)
+            lines.append(i18n.text(language, "queue_more", count=len(queued) - MAX_LINES))
+        return "\n".join(lines)

@@ -1,0 +1,144 @@
+"""The message shape of a job (issue 19, items 1 and 2), counted on the Bot API emulator with the real
+bot, PostgreSQL and the fake ComfyUI: a /demo job that starts at once costs 3 requests at most (its
+document, and its photo with the buttons and "Done in" as caption), a queued one 4 (the chat's queue
+message, which becomes its status); a status is posted once and nothing deleted, also when the job
+starts on another host while the queue message is on its way; a flood of commands from one user
+gets one queue message, edited; where a job's status goes is decided in PostgreSQL."""
+
+import asyncio
+import contextlib
+
+import pytest
+
+from comfyui_courier.store import backends, jobs, queue_messages
+from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.jobs import enqueue
+from comfyui_courier.tests.support.polling import until
+
+USER = 919
+DEAD_BACKEND = "http://127.0.0.1:9"  # nothing listens: a host with it claims no job
+
+
+def requests_since(bot, first: int) -> list[str]:
+    """The methods of the bot's requests after the first ``first`` (its polling aside)."""
+    return [c.method for c in bot.calls[first:] if c.method != "getUpdates"]
+
+
+async def settled(pool) -> bool:
+    """Every job ended and no queue message (``courier-queue-<chat>`` tasks) has anything left to do."""
+    async with pool.acquire() as conn:
+        busy = await conn.fetchval("SELECT count(*) FROM courier_jobs WHERE status IN ('queued', 'running')")
+    return not busy and not [t for t in asyncio.all_tasks() if t.get_name().startswith("courier-queue")]
+
+
+async def drained(pool, url: str, draining: bool) -> None:
+    (row,) = [b for b in await backends.list_backends(pool) if b.url == url]
+    await backends.set_backend(pool, row.id, draining=draining)
+
+
+@contextlib.asynccontextmanager
+async def courier_on(botapi, botapi_bot, pg_database, backend_url, tmp_path, **env):
+    async with running_courier(botapi, botapi_bot, pg_database, backend_url, tmp_path,
+                               COURIER_ALLOWED_USERS=str(USER), **env) as courier:
+        yield courier, courier.store.pool
+
+
+@pytest.mark.timeout(120)
+async def test_a_demo_job_that_starts_at_once_costs_three_requests(botapi, botapi_bot, pg_database, fake_comfy,
+                                                                   tmp_path):
+    async with courier_on(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
+                          COURIER_PROGRESS_INTERVAL_S="3") as (_, pool):
+        first = len(botapi_bot.calls)
+        botapi_bot.inject_text(USER, "/demo a fox")
+        photo = await botapi_bot.wait_for_call("sendPhoto", timeout=60)
+        await until(lambda: settled(pool), 30, "the job ended and its chat's queue message settled")
+    methods = requests_since(botapi_bot, first)
+    assert sorted(methods) == ["sendDocument", "sendPhoto"] and len(methods) <= 3, methods
+    assert photo.params["caption"].startswith("Done in") and photo.result["reply_markup"]["inline_keyboard"]
+
+
+@pytest.mark.timeout(120)
+async def test_a_queued_demo_job_costs_four_requests_its_queue_message_becoming_its_status(
+        botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
+    async with courier_on(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
+                          COURIER_PROGRESS_INTERVAL_S="1") as (_, pool):
+        await drained(pool, fake_comfy.url, True)
+        first = len(botapi_bot.calls)
+        botapi_bot.inject_text(USER, "/demo a fox")
+        queued = await botapi_bot.wait_for_call("sendMessage", timeout=30)
+        assert queued.params["text"].startswith("Queued /demo — position 1"), queued.params
+        await drained(pool, fake_comfy.url, False)
+        done = await botapi_bot.wait_for_call("editMessageText", timeout=60,
+                                              where=lambda c: c.params["text"].startswith("Done in"))
+        await until(lambda: settled(pool), 30, "the job ended and its chat's queue message settled")
+    methods = requests_since(botapi_bot, first)
+    assert len(methods) <= 4 and sorted(methods) == ["editMessageText", "sendDocument", "sendMessage", "sendPhoto"], \
+        methods
+    assert done.params["message_id"] == queued.result["message_id"]
+
+
+@pytest.mark.timeout(180)
+async def test_a_job_started_on_another_host_while_its_queue_message_is_on_its_way_posts_no_second_status(
+        botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
+    """The host that takes the updates has no working backend; the other one runs the job and starts
+    it while the first host's queue message waits for Telegram: the job's status is that message,
+    edited; nothing else is posted and nothing deleted."""
+    async with (courier_on(botapi, botapi_bot, pg_database, DEAD_BACKEND, tmp_path / "first") as (_, pool),
+                courier_on(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path / "second",
+                           COURIER_RECEIVE_UPDATES="0")):
+        await drained(pool, fake_comfy.url, True)
+        on_its_way = botapi_bot.hold("sendMessage")
+        first = len(botapi_bot.calls)
+        request = botapi_bot.inject_text(USER, "/demo a fox")
+        await botapi.wait_for(lambda: "sendMessage" in requests_since(botapi_bot, first), timeout=30)
+        await drained(pool, fake_comfy.url, False)
+        await botapi.wait_for(lambda: fake_comfy.prompts, timeout=30)  # running on the second host
+        on_its_way.set()
+        done = await botapi_bot.wait_for_call("editMessageText", timeout=60,
+                                              where=lambda c: c.params["text"].startswith("Done in"))
+    posts = [c for c in botapi_bot.calls[first:] if c.method == "sendMessage"]
+    assert len(posts) == 1 and posts[0].result["reply_to_message"]["message_id"] == request["message_id"], posts
+    assert "deleteMessage" not in requests_since(botapi_bot, first)
+    assert done.params["message_id"] == posts[0].result["message_id"]
+
+
+@pytest.mark.timeout(180)
+async def test_a_flood_of_commands_from_one_user_gets_one_queue_message_edited(botapi, botapi_bot, pg_database,
+                                                                              fake_comfy, tmp_path):
+    count = 20
+    async with courier_on(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path, COURIER_MAX_JOBS_PER_USER="50",
+                          COURIER_PROGRESS_INTERVAL_S="1") as (_, pool):
+        await drained(pool, fake_comfy.url, True)
+        first = len(botapi_bot.calls)
+        for n in range(count):
+            botapi_bot.inject_text(USER, f"/demo fox {n}")
+        await botapi.wait_for(lambda: any(c.ok and c.params.get("text", "").count("\n") == count - 1
+                                          for c in botapi_bot.calls[first:]), timeout=90)
+    methods = requests_since(botapi_bot, first)
+    assert methods.count("sendMessage") == 1, methods
+    assert set(methods) <= {"sendMessage", "editMessageText"} and len(methods) < count / 2, methods
+    (message,) = [c for c in botapi_bot.calls[first:] if c.method == "sendMessage"]
+    lines = botapi_bot.calls[first:][-1].params["text"].splitlines()
+    assert lines[0].startswith("Queued /demo — position 1") and lines[-1].startswith(f"Queued /demo — position {count}")
+    assert message.ok
+
+
+async def test_where_a_status_goes_is_decided_in_postgresql(store):
+    """A chat's queue message held by a host makes the job's worker wait; once it is settled and the
+    chat has no queued job, the job takes it over; only the job's current worker may post one."""
+    pool = store.pool
+    job_id = (await enqueue(pool, user_id=USER, chat_id=USER, command="demo", params={})).job_id
+    assert await queue_messages.claim(pool, USER, 60) == (None, None)  # the first host posts it
+    claimed = await jobs.claim(pool, "second-host", 30)
+    assert claimed.id == job_id
+    assert await jobs.take_status_message(pool, job_id, "second-host") == ("wait", None)
+    assert await jobs.take_status_message(pool, job_id, "gone-host") == ("none", None)
+    await queue_messages.settle(pool, USER, 41, "Queued /demo — position 1")
+    assert await queue_messages.claim(pool, USER, 60) == (41, "Queued /demo — position 1")  # held again
+    await queue_messages.settle(pool, USER, 41, "Queued /demo — position 1")
+    assert await jobs.take_status_message(pool, job_id, "second-host") == ("edit", 41)
+    assert await jobs.take_status_message(pool, job_id, "second-host") == ("edit", 41)  # it is the job's now
+    other = (await enqueue(pool, user_id=USER, chat_id=USER, command="demo", params={})).job_id
+    second = await jobs.claim(pool, "second-host", 30)
+    assert second.id == other
+    assert await jobs.take_status_message(pool, other, "second-host") == ("post", None)  # no queue message left
