@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Awaitable, Callable
 
 from telegram import Update
@@ -39,17 +40,20 @@ a command to its job being committed stays short, and so does the bot's memory."
 
 class UpdatesRequest(HTTPXRequest):
     """The connection getUpdates goes over (python-telegram-bot's default for it: one connection),
-    keeping the text of the last answer: the inbox stores Telegram's own JSON, and PostgreSQL splits
-    it into updates. Encoding the parsed updates again (``to_dict``, ``json.dumps``) took a tenth of
-    the bot's CPU under a flood."""
+    keeping each update of the last answer as JSON for the inbox, encoded from the answer as parsed:
+    encoding the parsed ``Update`` objects again (``to_dict``) took a tenth of the bot's CPU under a
+    flood. PostgreSQL does not split the answer: its JSON functions refuse the ``\\u0000`` and
+    unpaired surrogates a hostile message may hold."""
 
     def __init__(self, proxy: str | None = None):
         super().__init__(connection_pool_size=1, proxy=proxy)
-        self.answer = ""
+        self.kept: list[tuple[int, str]] = []
 
     def parse_json_payload(self, payload: bytes) -> dict:
         parsed = super().parse_json_payload(payload)
-        self.answer = payload.decode("utf-8", "replace")  # as the parent decodes it
+        result = parsed.get("result") if isinstance(parsed, dict) else None
+        if isinstance(result, list):  # before python-telegram-bot reads it into Update objects
+            self.kept = [(update["update_id"], json.dumps(update)) for update in result]
         return parsed
 
 
@@ -109,7 +113,7 @@ class Poller:
         if not updates:
             return offset
         try:
-            fresh = await polled_updates.keep(self.pool, bot.id, self.request.answer)
+            fresh = await polled_updates.keep(self.pool, bot.id, self.request.kept)
         except StoreError as exc:
             if is_outage(exc):  # not confirmed: Telegram keeps them until the database is back
                 for update in updates:

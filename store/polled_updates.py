@@ -9,11 +9,11 @@ from typing import Any
 from .db import Db, acquire, query
 
 
-async def keep(db: Db, bot_id: int, answer: str) -> set[int]:
-    """Commit the updates of ``answer`` (a getUpdates answer's JSON text, ``{"ok": true, "result":
-    [...]}``), in one statement; the ids of those not kept before."""
+async def keep(db: Db, bot_id: int, updates: list[tuple[int, str]]) -> set[int]:
+    """Commit ``updates`` (each one's id and JSON), in one statement; the ids of those not kept before."""
+    ids, payloads = [update_id for update_id, _ in updates], [payload for _, payload in updates]
     async with acquire(db) as conn:
-        return {row["update_id"] for row in await conn.fetch(query("keep_polled_updates"), bot_id, answer)}
+        return {row["update_id"] for row in await conn.fetch(query("keep_polled_updates"), bot_id, ids, payloads)}
 
 
 async def unhandled(db: Db, bot_id: int) -> list[dict[str, Any]]:

@@ -643,11 +643,9 @@ UPDATE courier_deliveries SET status = 'sent', record = $3, updated_at = now() W
 DELETE FROM courier_deliveries WHERE job_id = $1 AND output = $2;
 
 -- keep_polled_updates --
--- $2: a getUpdates answer as Telegram sent it ({"ok": true, "result": [update, ...]}), text (json
--- would be encoded again); keeps each of its updates, returns the ids of those not kept before.
+-- $2, $3: the update ids and their JSON; returns the ids of those not kept before.
 INSERT INTO courier_polled_updates (bot_id, update_id, payload)
-SELECT $1, (u.update ->> 'update_id')::bigint, u.update::text
-FROM jsonb_array_elements($2::text::jsonb -> 'result') AS u (update)
+SELECT $1, t.update_id, t.payload FROM unnest($2::bigint[], $3::text[]) AS t (update_id, payload)
 ON CONFLICT DO NOTHING
 RETURNING update_id;
 
