@@ -302,7 +302,8 @@ async def feed(harness, update: Update) -> list[str]:
     for call in (c for c in bot.calls[before:] if c.outbound):
         assert call.ok, (call.method, call.failure)
         assert call.method in ("sendMessage", "answerCallbackQuery", "editMessageText"), call.method  # a queue message
-        key = catalog_key(call.params.get("text", "").split("\n")[0])  # its lines: one per queued job
+        text = call.params.get("text", "")
+        key = catalog_key(text) or catalog_key(text.split("\n")[0])  # a queue message: a line per queued job
         assert key is not None, call.params.get("text")
         said.append(key)
     return said
