@@ -91,10 +91,13 @@ async def held(botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
 async def test_cancel_forget_settings_and_lang_act_for_the_sender_only(held, botapi_bot, fake_comfy):
     name = botapi_bot.user["username"]
     say = botapi_bot.inject_group_text
-    anna_job = say(GROUP, ANNA, "/demo mine")
-    boris_job = say(GROUP, BORIS, "/demo his")
-    await reply(botapi_bot, anna_job)
-    await reply(botapi_bot, boris_job)
+    say(GROUP, ANNA, "/demo mine")
+    say(GROUP, BORIS, "/demo his")
+
+    async def both_queued() -> bool:  # the group's one queue message answers them both
+        return len(await job_rows(held.store.pool)) == 2
+
+    await until(both_queued, 30, "both jobs queued")
     cancel = say(GROUP, BORIS, f"/cancel@{name}")
     assert (await reply(botapi_bot, cancel)).params["text"] == i18n.ntext("en", "cancelled", 1)
     by_user = {row["user_id"]: row["status"] for row in await job_rows(held.store.pool)}

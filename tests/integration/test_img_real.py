@@ -26,7 +26,8 @@ pytestmark = pytest.mark.timeout(300)
 RUN_S = 60.0
 USER = 1819
 TWIN = "twin-tiny-sd15.safetensors"  # a second checkpoint whose name shares "sd15" with the tiny one
-STEPS = 36  # about 3 s of sampling at 128 px on two cores (12 steps take about 1 s)
+STEPS = 72  # about 6 s of sampling at 128 px on two cores (12 steps take about 1 s): with the chat's
+# share of Telegram's limit (13 messages in any 10 s) and the live preview, two step counts show
 
 
 @pytest.fixture

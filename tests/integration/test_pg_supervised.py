@@ -64,6 +64,10 @@ async def test_a_killed_embedded_postgresql_is_started_again_and_the_running_job
             return fake_comfy.prompts
 
         await until(queued, 30, "prompt at the backend")
+        # the job's status (posted once the job has run a moment, or its queue message edited) is what
+        # the outage edits: it must be in the chat before PostgreSQL dies
+        await botapi_bot.emulator.wait_for(lambda: [c for c in botapi_bot.outbox if c.params.get("text", "").startswith(
+            "Rendering")], timeout=30)
         with start_held_back(server.pgdata):  # the outage lasts until the result is made
             os.kill(first_pid, signal.SIGKILL)
 
