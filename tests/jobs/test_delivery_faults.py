@@ -142,7 +142,9 @@ async def test_a_user_who_blocked_the_bot_has_their_jobs_ended_without_retries(c
     botapi_bot.inject_text(USER, "/slow a fox")
     await to_chat(USER, "sendMessage", botapi_bot, "/slow")
     botapi_bot.inject_text(USER, "/busy the next one")
-    await to_chat(USER, "sendMessage", botapi_bot, "/busy")  # both queued, the first one running
+    await botapi_bot.emulator.wait_for(lambda: [  # the chat's queue message names it: posted, or edited
+        c for c in botapi_bot.outbox if c.method in ("sendMessage", "editMessageText")
+        and "/busy" in c.params.get("text", "")], timeout=60)
     botapi_bot.block(USER)
     await eventually(lambda: ended(courier), "the jobs ended")
     first, second = await job_rows(courier)
