@@ -250,9 +250,14 @@ class ProgressMessage:
             return
         sent = await self.bot.send_message(self.chat_id, text, reply_to_message_id=self._reply_to,
                                            allow_sending_without_reply=True, rate_limit_args=STATUS)
-        adopted = await self._adopt(sent.message_id) if self._adopt is not None else None
-        self.message_id = adopted or sent.message_id
-        if self.message_id != sent.message_id:  # a reply announced as its status came first (``announce``)
+        self.message_id = sent.message_id  # the chat shows it, recorded or not: later texts edit it
+        try:
+            adopted = await self._adopt(sent.message_id) if self._adopt is not None else None
+        except StoreError as exc:  # only /forget and a later run of the job would miss it
+            log.warning("status message %s in chat %s not recorded: %s", sent.message_id, self.chat_id, exc)
+            return
+        if adopted is not None and adopted != sent.message_id:  # a reply announced as its status came first
+            self.message_id = adopted
             with contextlib.suppress(TelegramError):
                 await self.bot.delete_message(self.chat_id, sent.message_id, rate_limit_args=STATUS)
             await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=self.message_id,

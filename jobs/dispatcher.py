@@ -288,14 +288,17 @@ class Dispatcher:
 
         pool = Patient(self.store.pool, lambda: active.lease_until - LEASE_MARGIN_S, waiting)
         try:
-            await hold.wait_turn()
-            await progress.update(say("running", name=job.command) if job.attempts <= 1  # a re-run says so
-                                  else say("running_again", name=job.command, attempt=job.attempts,
-                                           attempts=job.max_attempts))
-            runner = RUNNERS[kind(job)]
-            run = JobRun(job, client, active.prompt_id, progress, self.sink, pool, self.settings, say,
-                         self.handoff, left_backend=hold.release)
-            result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
+            try:
+                await hold.wait_turn()
+                await progress.update(say("running", name=job.command) if job.attempts <= 1  # a re-run says so
+                                      else say("running_again", name=job.command, attempt=job.attempts,
+                                               attempts=job.max_attempts))
+                runner = RUNNERS[kind(job)]
+                run = JobRun(job, client, active.prompt_id, progress, self.sink, pool, self.settings, say,
+                             self.handoff, left_backend=hold.release)
+                result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
+            finally:  # before the job is ended below: its lease keeper would find it ended and cancel us
+                lease.cancel()
         except asyncio.CancelledError:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled
                 with contextlib.suppress(Exception):
@@ -334,8 +337,6 @@ class Dispatcher:
             log.exception("incident %s: job %s failed unexpectedly", incident, job.id)
             await self._finish_failed(job, progress, say, say("internal_error_incident", incident=incident))
             return False
-        finally:
-            lease.cancel()
         if await jobs.succeed(pool, job.id, result, worker=self.worker_id):
             seconds = elapsed_s(job)
             if unconfirmed := len(result.get("unconfirmed") or ()):

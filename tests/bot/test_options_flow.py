@@ -235,17 +235,20 @@ async def test_settings_keep_defaults_that_apply_where_a_command_takes_them(cour
     for text in ("/demo x", "/sd3 --steps 9 y", "/demo --size 64x64 z"):
         say(USER, text)
     say(OTHER, "/demo w")  # another user's defaults are their own
-    def finished():  # Done: a status's last edit, or the result photo's caption where no status was posted
-        ends = [str(c.params.get("text") or c.params.get("caption") or "") for c in botapi_bot.outbox
-                if c.method in ("editMessageText", "sendPhoto")]
-        return sum(t.startswith("Done") for t in ends) >= 3 and sum(t.startswith("/sd3 failed") for t in ends) == 1
-    await botapi_bot.emulator.wait_for(finished, timeout=60)  # sd3 has no weights here: what it was sent matters
-
-    async def all_ended() -> bool:  # a job's Done may go as its photo's caption and as its status's last edit
+    async def outcomes() -> dict | None:  # sd3 has no weights here: what it was sent matters
         async with courier_fake.store.pool.acquire() as conn:
-            return not await conn.fetchval("SELECT count(*) FROM courier_jobs WHERE status IN ('queued', 'running')")
+            rows = await conn.fetch("SELECT params->>'prompt' AS prompt, status FROM courier_jobs")
+        ended = {row["prompt"]: row["status"] for row in rows if row["status"] not in ("queued", "running")}
+        return ended if len(ended) == 4 else None
 
-    await until(all_ended, 30, "the four jobs ended")
+    assert await until(outcomes, 60, "the four jobs ended") == {
+        "x": "succeeded", "y": "failed", "z": "succeeded", "w": "succeeded"}
+    def said() -> list[str]:
+        return [str(c.params.get("text") or c.params.get("caption") or "") for c in botapi_bot.outbox]
+    try:
+        await botapi_bot.emulator.wait_for(lambda: [t for t in said() if t.startswith("/sd3 failed")], timeout=60)
+    except TimeoutError:
+        raise AssertionError(f"no '/sd3 failed' among {said()}") from None
     by_prompt = {params["prompt"]: params for params in await job_params(courier_fake)}
     demo, sd3, sized, other = (by_prompt[prompt] for prompt in "xyzw")
     assert (demo["inputs"], demo["options"]) == ({"width": 720, "height": 368}, "--ar 2:1")  # demo takes no steps
