@@ -16,16 +16,17 @@ answered or not). Four parts (``--parts``), each in a share of ``--budget``:
   job (its history stamp) → its result file (``sendDocument``) reaching the Bot API, a chat's jobs
   paired with its files in order; ``done_lag_s``: the last result file → the last "Done".
 - ``flood``: ``--commands`` ``/demo`` commands from ``--chats`` chats at once, no backend (the
-  dispatcher idle; ``load.py``'s burst). ``ack_p99_s``: command injected → the first message the
-  bot sends or edits in its chat, once the command's job row is committed, that replies to the
-  command or to no other (an edit of the chat's queue message, a new one), answered by the Bot
-  API; a command never acknowledged counts as acknowledged at the end of the part, so the figure
-  is then a lower bound (the notes say how many).
+  dispatcher idle; ``load.py``'s burst). ``ack_p99_s``: command injected → the first message, once
+  the command's job row is committed, that replies to the command or is its chat's queue message
+  listing it (posted or edited: while nothing runs, a chat's queue only grows, so a message listing
+  n jobs lists its first n by id), answered by the Bot API; a command never acknowledged counts as
+  acknowledged at the end of the part, so the figure is then a lower bound (the notes say how
+  many). The bot stops once it went quiet (it sends the queue messages' last updates as it stops).
   ``ack_requests_per_command``: message requests in those chats ÷ commands.
   ``ingest_updates_per_s`` and ``enqueue_p99_ms`` as in ``load.py`` (update received → job committed).
 - ``flood_with_jobs``: the same with a ComfyUI backend, so the flood's jobs run meanwhile (figures
   ending ``_with_jobs``; these acknowledgement figures have no goal: a running job's own messages
-  share the chat).
+  share the chat, and any queue message after the commit counts, as jobs leave the queue).
 
 Over every part: ``max_requests_in_any_second`` (message requests in any sliding 1 s) and
 ``max_chat_requests_in_any_10s`` (in one chat, any sliding 10 s).
@@ -41,6 +42,7 @@ import argparse
 import asyncio
 import bisect
 import contextlib
+import re
 import statistics
 import sys
 import time
@@ -80,16 +82,37 @@ def by_chat(calls) -> dict[int, list]:
     return chats
 
 
-def acknowledged(answers: list[tuple[float, int | None]], committed: float | None, message_id: int,
-                 end: float) -> float:
+def listed(call) -> int | None:
+    """How many queued jobs a queue message (posted or edited) lists; None for any other message."""
+    lines = str(call.params.get("text") or "").splitlines()
+    if not lines or not all(line.startswith(("Queued /", "…and ")) for line in lines):
+        return None
+    more = re.fullmatch(r"…and (\d+) more\.", lines[-1])
+    return sum(line.startswith("Queued /") for line in lines) + (int(more.group(1)) if more else 0)
+
+
+def acknowledged(answers: list[tuple[float, int | None, int | None]], committed: float | None, message_id: int,
+                 place: int | None, end: float) -> float:
     """When a command (``message_id``, its job committed at ``committed``) was acknowledged: of its
-    chat's answered message requests (time, the message it replies to), sorted, the first at or after
-    the commit that replies to it or to nothing (an edit, or a new queue message), not one that
-    answers another command. ``end`` if none did."""
+    chat's answered message requests (time, the message it replies to, the jobs it lists if it is the
+    queue message), sorted, the first at or after the commit that replies to it, or a queue message
+    that lists it: more jobs than ``place`` (its job's rank in the chat's queue, which only grows
+    while nothing runs; None: with jobs running, any queue message after the commit counts). ``end``
+    if none did."""
     if committed is None:
         return end
     start = bisect.bisect_left(answers, committed, key=lambda answer: answer[0])
-    return next((at for at, reply_to in answers[start:] if reply_to in (None, message_id)), end)
+    return next((at for at, reply_to, jobs in answers[start:]
+                 if reply_to == message_id or (jobs is not None and (place is None or jobs > place))), end)
+
+
+def places(job_ids: dict[int, int], chats: int) -> dict[int, int]:
+    """Each command's job's rank (from 0) among its chat's jobs, by job id: the queue's order."""
+    ranks: dict[int, int] = {}
+    for chat in range(chats):
+        ordered = sorted((job_id, index) for index, job_id in job_ids.items() if index % chats == chat)
+        ranks.update({index: rank for rank, (_, index) in enumerate(ordered)})
+    return ranks
 
 
 async def quiet(emulator, bot, deadline: Deadline) -> None:
@@ -190,14 +213,17 @@ async def _backlog(emulator, bot, conn, client, jobs: int, users: int, deadline:
 async def flood_part(chats: int, commands: int, deadline: Deadline, backend: str | None,
                      seen: list) -> list[tuple[str, float, str]]:
     suffix = "_with_jobs" if backend else ""
-    result = await burst(chats, commands, deadline, backend=backend, drain_reserve_s=deadline.remaining() / 2)
+    result = await burst(chats, commands, deadline, backend=backend, drain_reserve_s=deadline.remaining() / 2,
+                         before_stop=lambda emulator, bot: quiet(emulator, bot, deadline))
     bot, injected, committed = result["bot"], result["injected"], result["committed"]
     seen.append(bot)
     end = time.perf_counter()
     calls = by_chat(message_calls(bot, injected[0]))
-    answers = {chat: [(call.received_at, replied_to(call)) for call in chat_calls if call.ok]
+    answers = {chat: [(call.received_at, replied_to(call), listed(call)) for call in chat_calls if call.ok]
                for chat, chat_calls in calls.items()}
-    acked_at = [acknowledged(answers.get(CHAT_BASE + index % chats, []), committed.get(index), message_id, end)
+    ranks = {} if backend else places(result["job_ids"], chats)
+    acked_at = [acknowledged(answers.get(CHAT_BASE + index % chats, []), committed.get(index), message_id,
+                             ranks.get(index), end)
                 for index, message_id in enumerate(result["message_ids"])]
     acks = [at - sent for at, sent in zip(acked_at, injected, strict=True)]
     unacked = acked_at.count(end)

@@ -119,13 +119,14 @@ def ingest_figures(result: dict, suffix: str = "") -> list[tuple[str, float, str
 
 
 async def burst(chats: int, commands: int, deadline: Deadline, *, backend: str | None = None,
-                drain_reserve_s: float | None = None) -> dict:
+                drain_reserve_s: float | None = None, before_stop=None) -> dict:
     """``commands`` /demo commands from ``chats`` chats at once, to a bot of its own (with ``backend``,
     the jobs run there meanwhile), after a warm-up of ``WARM_UP`` commands from other chats. Returns
-    the job rows committed, per command its injection, message id, getUpdates delivery and commit times, the CPU
+    the job rows committed, per command its injection, message id, job id, getUpdates delivery and commit times, the CPU
     used over the burst, and the emulated bot (``calls``: every request, the drain included). The
     commits are waited for until ``drain_reserve_s`` of ``deadline`` is left (by default the time
-    the replies take at Telegram's overall limit), the bot's drain for the rest."""
+    the replies take at Telegram's overall limit), the bot's drain for the rest (``before_stop(emulator,
+    bot)``, if given, is awaited before the bot is told to stop)."""
     load_pack()
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.store.jobs import CHANNEL
@@ -161,14 +162,17 @@ async def burst(chats: int, commands: int, deadline: Deadline, *, backend: str |
                 cpu = meter.since_start()
                 rows = await listener.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs "
                                             "WHERE params->>'prompt' LIKE 'load %'")
+                if before_stop is not None:
+                    await before_stop(emulator, bot)
             finally:
                 await listener.close()
             note("ingest measured; stopping (after the replies drain at Telegram's pace)")
-    indexed = {int(row["prompt"].split()[-1]): committed[row["id"]] for row in rows if row["id"] in committed}
+    job_ids = {int(row["prompt"].split()[-1]): row["id"] for row in rows}
+    indexed = {index: committed[job_id] for index, job_id in job_ids.items() if job_id in committed}
     first, last = injected[0], max(indexed.values(), default=injected[0])
     replies = [call.received_at for call in bot.calls if is_message(call.method) and call.received_at >= first]
     return {"rows": len(rows), "seconds": last - first, "injected": injected, "message_ids": message_ids,
-            "committed": indexed,
+            "committed": indexed, "job_ids": job_ids,
             "latencies": [(at - received[index]) * 1000 for index, at in indexed.items() if index in received],
             "from_injection": [(at - injected[index]) * 1000 for index, at in indexed.items()],
             "lost": commands - len({row["prompt"] for row in rows}), "cpu": cpu, "bot": bot,

@@ -18,6 +18,7 @@ only when no running job of the chat could take it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import time
@@ -42,6 +43,12 @@ MAX_LINES = 20
 MAX_COUNTED = 1000
 EDITS_PER_INTERVAL = 2
 """A queue message is edited at most once per this many progress intervals (``every_s``)."""
+ROUNDS_AT_ONCE = 8
+"""Chats whose message is being brought up to date at once. The others wait before they read their
+queue, not after: under a flood the text is read just before Telegram's limit lets it go, so one
+message says more (with every chat's round at once, all would show the queue as it was then)."""
+FLUSH_S = 15.0
+"""How long stopping waits for the chats' last updates (200 chats at Telegram's 30 a second: 7 s)."""
 
 
 @dataclasses.dataclass
@@ -59,6 +66,8 @@ class QueueMessages:
         self._data = data
         self._clock = clock
         self._chats: dict[int, _Chat] = {}
+        self._now = asyncio.Event()  # set while stopping: updates go out without their wait
+        self._turns = asyncio.Semaphore(ROUNDS_AT_ONCE)
 
     @property
     def after_s(self) -> float:
@@ -81,17 +90,31 @@ class QueueMessages:
         if chat.task is None:
             chat.task = asyncio.create_task(self._keep(bot, chat_id, chat), name=f"courier-queue-{chat_id}")
 
+    async def flush(self, timeout_s: float = FLUSH_S) -> None:
+        """Bring every chat's message up to date now, waiting at most ``timeout_s`` (the bot stops:
+        a chat would show its queue as it was until its next change)."""
+        self._now.set()
+        tasks = [chat.task for chat in self._chats.values() if chat.task is not None]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=timeout_s)
+            for task in late:
+                task.cancel()
+            if late:
+                log.warning("%d queue messages not updated before the bot stopped", len(late))
+
     async def _keep(self, bot, chat_id: int, chat: _Chat) -> None:
         try:
             while chat.dirty:
-                await asyncio.sleep(max(0.0, chat.next_at - self._clock()))
-                chat.dirty, cancelled, chat.cancelled = False, chat.cancelled, []
-                try:
-                    if not await self._round(bot, chat_id, cancelled):  # another host sends it now
-                        chat.dirty = True
-                        chat.cancelled[:0] = cancelled
-                except (StoreError, OSError) as exc:
-                    log.warning("queue message of chat %s not updated: %s", chat_id, exc)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._now.wait(), max(0.0, chat.next_at - self._clock()))
+                async with self._turns:
+                    chat.dirty, cancelled, chat.cancelled = False, chat.cancelled, []
+                    try:
+                        if not await self._round(bot, chat_id, cancelled):  # another host sends it now
+                            chat.dirty = True
+                            chat.cancelled[:0] = cancelled
+                    except (StoreError, OSError) as exc:
+                        log.warning("queue message of chat %s not updated: %s", chat_id, exc)
                 chat.next_at = self._clock() + self.every_s
         finally:
             del self._chats[chat_id]

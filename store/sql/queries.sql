@@ -215,12 +215,33 @@ UPDATE courier_queue_messages SET message_id = $2, shown = $3, busy_until = NULL
 DELETE FROM courier_queue_messages WHERE chat_id = $1;
 
 -- chat_queue --
--- The queued jobs of chat $1 in claim order (at most $2), each with its place in the whole queue.
-SELECT j.id, j.command, j.params->>'language' AS language, j.reply_to_message_id, q.position
-FROM courier_jobs j
-JOIN courier_queue q ON q.job_id = j.id
-WHERE j.chat_id = $1 AND j.status = 'queued'
-ORDER BY q.position
+-- The queued jobs of chat $1 in claim order (at most $2), each with its place in the whole queue:
+-- courier_queue's position for these jobs alone (the view computes every queued job's, against every
+-- user's turn: under a flood each queue message's update would cost queued jobs × users rows).
+WITH turns AS (
+    SELECT q.user_id, count(*) AS n,
+           row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, min(q.id)) AS turn
+    FROM courier_jobs q
+    JOIN courier_users u ON u.user_id = q.user_id
+    WHERE q.status = 'queued'
+    GROUP BY q.user_id, u.last_served_at
+), mine AS (
+    SELECT * FROM (
+        SELECT j.id, j.chat_id, j.user_id, j.command, j.params->>'language' AS language, j.reply_to_message_id,
+               row_number() OVER (PARTITION BY j.user_id ORDER BY j.id) AS k
+        FROM courier_jobs j
+        WHERE j.status = 'queued'
+          AND j.user_id IN (SELECT c.user_id FROM courier_jobs c WHERE c.chat_id = $1 AND c.status = 'queued')
+    ) theirs
+    WHERE theirs.chat_id = $1
+)
+SELECT m.id, m.command, m.language, m.reply_to_message_id,
+       1 + sum(least(o.n, m.k - 1) + (o.turn < me.turn AND o.n >= m.k)::int)::bigint AS position
+FROM mine m
+JOIN turns me ON me.user_id = m.user_id
+CROSS JOIN turns o
+GROUP BY m.id, m.command, m.language, m.reply_to_message_id, m.k, me.turn
+ORDER BY position
 LIMIT $2;
 
 -- queue_estimate --

@@ -133,6 +133,29 @@ async def test_a_flood_of_commands_from_one_user_gets_one_queue_message_edited(b
     assert message.ok
 
 
+@pytest.mark.timeout(120)
+async def test_stopping_the_bot_sends_the_queue_messages_last_update_without_its_wait(
+        botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
+    """Queue messages are edited once per two progress intervals (here 2 × 60 s): a command queued
+    in that wait shows in its chat's message only because the bot, as it stops, sends the update."""
+    async with courier_on(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path, COURIER_MAX_JOBS_PER_USER="5",
+                          COURIER_PROGRESS_INTERVAL_S="60") as (courier, pool):
+        await drained(pool, fake_comfy.url, True)
+        botapi_bot.inject_text(USER, "/demo first")
+        await botapi.wait_for(lambda: [c for c in botapi_bot.calls if c.ok and c.method == "sendMessage"], timeout=30)
+        botapi_bot.inject_text(USER, "/demo second")
+
+        async def both_queued() -> bool:
+            return await jobs.count_active(pool, USER) == 2
+
+        await until(both_queued, 30, "both jobs queued")
+        stopping = asyncio.get_running_loop().time()
+        await courier.bot.stop()
+        assert asyncio.get_running_loop().time() - stopping < queue_message.FLUSH_S
+    (last,) = [c for c in botapi_bot.calls if c.method == "editMessageText"]
+    assert last.ok and last.params["text"].splitlines()[-1].startswith("Queued /demo — position 2"), last.params
+
+
 async def test_where_a_status_goes_is_decided_in_postgresql(store):
     """A chat's queue message held by a host makes the job's worker wait; once it is settled and the
     chat has no queued job, the job takes it over; only the job's current worker may post one."""

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from comfyui_courier.store import backends, jobs
+from comfyui_courier.store import backends, jobs, queue_messages
 from comfyui_courier.store.pool import connect
 from comfyui_courier.tests.support import jobs as support_jobs
 
@@ -209,6 +209,25 @@ async def test_one_jobs_position_is_the_queue_views(store):
     listed = [job for job in await jobs.list_queue(store.pool) if job.status == "queued"]
     assert len(listed) == 9 and len({job.position for job in listed}) == 9
     assert [await jobs.queue_position(store.pool, job.id) for job in listed] == [job.position for job in listed]
+
+
+async def test_a_chats_queue_has_the_queue_views_positions(store):
+    """chat_queue computes courier_queue's positions for one chat's jobs alone; they must agree, in a
+    group chat of two users and in private chats, with one user served already."""
+    group = -100777
+    for user, chat, count in ((A, A, 3), (B, group, 2), (A, group, 2), (C, C, 1), (B, B, 2), (A, A, 1)):
+        for _ in range(count):
+            await support_jobs.enqueue(store.pool, user_id=user, chat_id=chat, command="demo", params={})
+    await jobs.claim(store.pool, "w", 60)  # A's first job: A has been served, it goes last now
+    expected = {job.id: job.position for job in await jobs.list_queue(store.pool) if job.status == "queued"}
+    assert len(expected) == 10 and len(set(expected.values())) == 10
+    for chat, count in ((A, 3), (group, 4), (B, 2), (C, 1)):
+        listed = await queue_messages.chat_queue(store.pool, chat, 100)
+        assert len(listed) == count
+        assert [(job.id, job.position) for job in listed] == sorted(
+            ((job.id, expected[job.id]) for job in listed), key=lambda pair: pair[1])
+    assert [job.position for job in await queue_messages.chat_queue(store.pool, group, 2)] == sorted(
+        expected[job.id] for job in await queue_messages.chat_queue(store.pool, group, 100))[:2]
 
 
 async def test_adopting_a_status_message_wakes_the_dispatchers_while_the_job_is_queued(store):
