@@ -53,6 +53,11 @@ from .runner import JobError, JobRun, Runner, elapsed_s
 log = get_logger("dispatcher")
 
 IDLE_POLL_S = 5.0
+DELIVERING_AT_ONCE = 8
+"""Jobs past their backend but still sending their results, at most, besides the backends' slots,
+before the workers claim more: where Telegram (30 messages a second) is slower than the backends,
+the jobs wait in the queue (fair, cancellable, with their place shown), not as finished results
+queued behind each other's at the Bot API."""
 BACKEND_RETRY_S = 5.0
 LEASE_CHECK_S = 2.0
 """At most this long between lease renewals: a job cancelled or taken over elsewhere stops within it."""
@@ -137,6 +142,7 @@ class Dispatcher:
         self.health_checks = backend_health.HealthChecks(store.pool, self.clients, self._wakeup.set)
         self._tasks: list[asyncio.Task] = []
         self._running: dict[int, ActiveJob] = {}
+        self._in_hand: asyncio.Semaphore | None = None  # jobs claimed and not ended: slots + DELIVERING_AT_ONCE
         self._listener = None
 
     async def start(self) -> None:
@@ -147,6 +153,7 @@ class Dispatcher:
         rows = await backends.register_backends(self.store.pool, [client.base_url for client in self.clients],
                                                 capacity=self.settings.pipeline_depth)
         await self.health_checks.check_all()  # a dead backend claims nothing, from the first claim on
+        self._in_hand = asyncio.Semaphore(sum(row.capacity for row in rows) + DELIVERING_AT_ONCE)
         self._tasks.append(asyncio.create_task(self._watch_backends(), name="courier-backend-health"))
         for index, (client, row) in enumerate(zip(self.clients, rows, strict=True)):
             self._tasks.append(asyncio.create_task(self._worker(client, row.capacity),
@@ -190,8 +197,10 @@ class Dispatcher:
         try:
             while True:
                 await slots.take()
+                await self._in_hand.acquire()
                 job = await self._claim(client)
                 if job is None:
+                    self._in_hand.release()
                     slots.give_back()
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
@@ -202,6 +211,7 @@ class Dispatcher:
                 self._running[job.id] = active
                 tasks.add(active.task)
                 active.task.add_done_callback(tasks.discard)
+                active.task.add_done_callback(lambda _: self._in_hand.release())
                 if hold.alone:  # claims nothing more until the session has ended
                     await asyncio.wait([active.task])
         finally:  # shutdown: the jobs go back to the queue
