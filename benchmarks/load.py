@@ -42,8 +42,8 @@ import time
 from _bot_process import bot_process
 from _common import Deadline, figure, is_message, load_pack, note, percentile
 
-INGEST_RATE_GUESS = 20.0
-"""Commands per second assumed when sizing a run to the budget (today's rate, pessimistic)."""
+INGEST_RATE_GUESS = 200.0
+"""Commands per second assumed when sizing a run to the budget (under today's 700-1,000, pessimistic)."""
 DRAIN_RATE = 30.0
 """Replies per second once ingest is done: AIORateLimiter's overall limit, paid on the way out."""
 WARM_UP = 20
