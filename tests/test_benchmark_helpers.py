@@ -53,10 +53,30 @@ def test_adopted_marks_go_to_the_job_begun_last_before_them(monkeypatch):
     assert trace.jobs == [{"injected": 10.0, "update": 11.0, "submit": 12.0}, {"injected": 20.0, "update": 21.0}]
 
 
-def test_a_command_is_acknowledged_by_a_reply_to_it_or_to_none_after_its_commit():
-    answers = [(1.0, None), (2.0, 7), (3.0, 8), (4.0, None), (5.0, 8)]
-    assert channel.acknowledged(answers, 1.5, 8, end=99.0) == 3.0  # not the reply to command 7
-    assert channel.acknowledged(answers, 3.5, 8, end=99.0) == 4.0  # an edit of the queue message
-    assert channel.acknowledged(answers, 0.5, 9, end=99.0) == 1.0
-    assert channel.acknowledged(answers, 4.5, 9, end=99.0) == 99.0  # only others' replies after the commit
-    assert channel.acknowledged(answers, None, 8, end=99.0) == 99.0  # never committed
+def test_a_command_is_acknowledged_by_a_reply_to_it_or_a_queue_message_listing_it_after_its_commit():
+    # (when, the message it replies to, the jobs it lists as the chat's queue message)
+    answers = [(1.0, None, 1), (2.0, 7, None), (3.0, 8, None), (4.0, None, 3), (5.0, None, 5)]
+    assert channel.acknowledged(answers, 1.5, 8, 1, end=99.0) == 3.0  # its reply, not the one to command 7
+    assert channel.acknowledged(answers, 3.5, 9, 2, end=99.0) == 4.0  # the queue message lists 3 jobs
+    assert channel.acknowledged(answers, 3.5, 9, 3, end=99.0) == 5.0  # 3 listed do not reach the 4th
+    assert channel.acknowledged(answers, 0.5, 9, 0, end=99.0) == 1.0
+    assert channel.acknowledged(answers, 0.5, 9, 5, end=99.0) == 99.0  # never listed
+    assert channel.acknowledged(answers, 3.5, 9, None, end=99.0) == 4.0  # jobs running: any queue message
+    assert channel.acknowledged(answers, None, 8, 0, end=99.0) == 99.0  # never committed
+
+
+class _Call:
+    def __init__(self, text):
+        self.params = {"text": text}
+
+
+def test_a_queue_message_says_how_many_jobs_it_lists():
+    assert channel.listed(_Call("Queued /demo — position 1 in the queue.\nQueued /sd3 — position 2 in the queue.")) == 2
+    assert channel.listed(_Call("Queued /demo — position 1 · starts in about 4 s.\n…and 30 more.")) == 31
+    assert channel.listed(_Call("Rendering /demo…")) is None
+    assert channel.listed(_Call("")) is None
+
+
+def test_a_commands_place_is_its_jobs_rank_in_its_chat():
+    # commands 0..5 round-robin over 2 chats; their job ids committed out of order within chat 0
+    assert channel.places({0: 12, 2: 11, 4: 13, 1: 20, 3: 21, 5: 22}, 2) == {2: 0, 0: 1, 4: 2, 1: 0, 3: 1, 5: 2}
