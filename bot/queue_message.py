@@ -111,6 +111,8 @@ class QueueMessages:
                     chat.dirty, cancelled, chat.cancelled = False, chat.cancelled, []
                     try:
                         if not await self._round(bot, chat_id, cancelled):  # another host sends it now
+                            if self._now.is_set():  # stopping: that host sends the update, not us
+                                return
                             chat.dirty = True
                             chat.cancelled[:0] = cancelled
                     except (StoreError, OSError) as exc:
