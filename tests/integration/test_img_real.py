@@ -66,8 +66,9 @@ async def answered(bot, text: str, expected: str) -> None:
 
 
 def shown(bot) -> list[str]:
-    return [c.params.get("text") or c.params.get("caption") for c in bot.outbox
-            if c.method in ("editMessageText", "editMessageCaption", "sendPhoto", "sendMessage")]
+    return [c.params.get("text") or c.params.get("caption") or (c.params.get("media") or {}).get("caption")
+            for c in bot.outbox  # a preview's edit carries its text in its media's caption
+            if c.method in ("editMessageText", "editMessageCaption", "editMessageMedia", "sendPhoto", "sendMessage")]
 
 
 async def test_img_samples_with_the_named_checkpoint_and_lora_showing_steps_and_a_preview(courier, botapi_bot):

@@ -228,8 +228,9 @@ async def test_a_published_command_on_the_tiny_checkpoint_answers_with_progress_
         return i18n.text("en", "progress_eta" if eta else "progress", name="tiny", value=value, max=12,
                          percent=100 * value // 12, **eta)
 
-    shown = [c.params.get("text") or c.params.get("caption") for c in botapi_bot.outbox
-             if c.method in ("editMessageText", "editMessageCaption", "sendPhoto")]
+    shown = [c.params.get("text") or c.params.get("caption") or (c.params.get("media") or {}).get("caption")
+             for c in botapi_bot.outbox  # a preview's edit carries its text in its media's caption
+             if c.method in ("editMessageText", "editMessageCaption", "editMessageMedia", "sendPhoto")]
     plain = {step(value) for value in range(1, 13)}
     with_eta = {step(value, seconds=s) for value in range(1, 13) for s in range(1, int(RUN_S))}
     assert len((plain | with_eta).intersection(shown)) >= 2, shown
