@@ -17,7 +17,7 @@ from PIL import Image
 from comfyui_courier import i18n
 from comfyui_courier.store import backends
 from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
-from comfyui_courier.tests.support.courier import replies_to, running_courier
+from comfyui_courier.tests.support.courier import replies_to, running_courier, shown_text
 from comfyui_courier.tests.support.polling import until
 from comfyui_courier.tiny_models import CHECKPOINT
 
@@ -66,8 +66,7 @@ async def answered(bot, text: str, expected: str) -> None:
 
 
 def shown(bot) -> list[str]:
-    return [c.params.get("text") or c.params.get("caption") or (c.params.get("media") or {}).get("caption")
-            for c in bot.outbox  # a preview's edit carries its text in its media's caption
+    return [shown_text(c) for c in bot.outbox
             if c.method in ("editMessageText", "editMessageCaption", "editMessageMedia", "sendPhoto", "sendMessage")]
 
 

@@ -25,7 +25,7 @@ from comfyui_courier.store import commands
 from comfyui_courier.tests.fixtures.comfyui import comfyui_python
 from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
 from comfyui_courier.tests.gpu.test_comfyui_nodes import post_prompt, wait_for_report
-from comfyui_courier.tests.support.courier import replies_to, running_courier
+from comfyui_courier.tests.support.courier import replies_to, running_courier, shown_text
 from comfyui_courier.tests.support.requires import missing, require_comfyui
 from comfyui_courier.tiny_models import CHECKPOINT, LORA
 
@@ -228,8 +228,7 @@ async def test_a_published_command_on_the_tiny_checkpoint_answers_with_progress_
         return i18n.text("en", "progress_eta" if eta else "progress", name="tiny", value=value, max=12,
                          percent=100 * value // 12, **eta)
 
-    shown = [c.params.get("text") or c.params.get("caption") or (c.params.get("media") or {}).get("caption")
-             for c in botapi_bot.outbox  # a preview's edit carries its text in its media's caption
+    shown = [shown_text(c) for c in botapi_bot.outbox
              if c.method in ("editMessageText", "editMessageCaption", "editMessageMedia", "sendPhoto")]
     plain = {step(value) for value in range(1, 13)}
     with_eta = {step(value, seconds=s) for value in range(1, 13) for s in range(1, int(RUN_S))}

@@ -38,6 +38,11 @@ def replies_to(request: dict):
                          and call.result.get("reply_to_message", {}).get("message_id") == request["message_id"])
 
 
+def shown_text(call) -> str | None:
+    """The text a message request shows: its text or caption, or a preview edit's media caption."""
+    return call.params.get("text") or call.params.get("caption") or (call.params.get("media") or {}).get("caption")
+
+
 PACK_ROOT = Path(__file__).resolve().parents[2]
 
 
