@@ -56,13 +56,17 @@ async def refusal(update: Update, context: CourierContext) -> str | None:
 
     On the way, the language they chose (``/lang``) is read for ``context.language``: it holds
     across restarts and for every handler, the error handler included; so is whether they are an
-    admin made in PostgreSQL (``is_admin``).
+    admin made in PostgreSQL (``is_admin``), and the command the message names, if any, for its
+    handler (``context.named_command``).
     """
-    user = update.effective_user
+    user, message = update.effective_user, update.message
     username = (clean_text(user.username) or "").lower() or None
     settings = context.settings
+    request = parse_command(message.text or message.caption, context.bot.username) if message is not None else None
     admission = await access.admit(context.pool, user.id, username, allowed_ids(settings), allowed_names(settings),
-                                   EVERYONE in settings.allowed_users)
+                                   EVERYONE in settings.allowed_users, request.name if request is not None else None)
+    if request is not None:
+        context.named_command = (request.name, *admission.command)
     context.user_data[CHOSEN_LANGUAGE] = admission.language
     context.user_data[STORED_ADMIN] = admission.admin
     if is_admin(update, context):

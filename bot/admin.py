@@ -408,7 +408,6 @@ def backend_line(update: Update, context: CourierContext, backend: backend_table
 
 ADMIN_HANDLERS = {"queue": queue, "allow": allow, "disallow": disallow, "ban": ban, "unban": unban, "stats": stats,
                   "bench": bench, "compare": compare, "backends": backends}
-ADMIN_COMMANDS = tuple(ADMIN_HANDLERS)
 
 
 def admin_menu(language: str) -> list[tuple[str, str]]:

@@ -53,6 +53,9 @@ class BotData:
 class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
     def __init__(self, application: Application, chat_id: int | None = None, user_id: int | None = None):
         super().__init__(application=application, chat_id=chat_id, user_id=user_id)
+        self.named_command: tuple[str, object, str] | None = None
+        """The command the update names, its row (None: no such command) and the sender's default
+        options, as the gatekeeper read them (``access.refusal``; one context serves one update)."""
 
     @property
     def settings(self) -> Settings:

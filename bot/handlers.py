@@ -21,7 +21,6 @@ from telegram.ext import (
     ApplicationHandlerStop,
     BaseHandler,
     CallbackQueryHandler,
-    CommandHandler,
     MessageHandler,
     TypeHandler,
     filters,
@@ -44,9 +43,6 @@ log = get_logger("bot")
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
-MENU_COMMANDS = ("help", "status", "cancel", "history", "quota", "lang", "forget", "settings", "models")
-"""Built-ins shown in everyone's Telegram menu (admin commands only in the admins', ``admin.admin_menu``)."""
-BUILTIN_COMMANDS = ("start", *MENU_COMMANDS, *admin.ADMIN_COMMANDS)
 MAX_ALBUMS = 256
 """Albums remembered (``note_album``): Telegram sends an album's items within a second or so."""
 
@@ -154,11 +150,13 @@ def builtin_help(name: str, language: str) -> str:
 async def help_command(update: Update, context: CourierContext) -> None:
     """List the enabled commands from the command table; ``/help <command>`` lists its options, and
     ``/help <built-in>`` says what that one does."""
-    if not context.args:
+    request = parse_command(update.effective_message.text, context.bot.username)
+    words = request.args.split() if request is not None else []
+    if not words:
         await update.effective_message.reply_text(
             context.t(update, "help", commands=await _help_lines(context, update)))
         return
-    name = echo(context.args[0].removeprefix("/").lower())
+    name = echo(words[0].removeprefix("/").lower())
     if name in BUILTIN_COMMANDS:
         await update.effective_message.reply_text(builtin_help(name, context.language(update)))
         return
@@ -201,10 +199,17 @@ async def cancel(update: Update, context: CourierContext) -> None:
 
 
 async def run_command(update: Update, context: CourierContext) -> None:
-    """Any other /command: look it up in the command table and enqueue a job."""
+    """Every /command: a built-in one (typed as text, not as a caption), else one of the command
+    table, whose job is queued. One handler for all: python-telegram-bot would try a
+    ``CommandHandler`` per built-in on every update."""
     message = update.message
     request = parse_command(message.text or message.caption, context.bot.username)
-    if request is not None:
+    if request is None:
+        return
+    built_in = BUILT_IN_HANDLERS.get(request.name) if message.text else None
+    if built_in is not None:
+        await built_in(update, context)
+    else:
         await queue_command(update, context, request.name, request.args)
 
 
@@ -287,6 +292,13 @@ async def on_error(update: object, context: CourierContext) -> None:
             await context.bot.send_message(chat.id, context.t(update, "incident", incident=incident))
 
 
+BUILT_IN_HANDLERS = {"start": start, "help": help_command, "status": status, "cancel": cancel,
+                     "quota": access.quota, "lang": languages.lang, "settings": defaults.settings,
+                     "models": models.models, "forget": forget.forget, "history": buttons.history,
+                     **admin.ADMIN_HANDLERS}  # admins only (each checks): before the command table's
+"""The built-in commands' handlers by name; a command table's command of the same name is never reached."""
+BUILTIN_COMMANDS = tuple(BUILT_IN_HANDLERS)
+
 MESSAGES_ONLY = filters.UpdateType.MESSAGE
 """New messages; the gatekeeper has already dropped edits and channel posts, this keeps button presses out."""
 COMMAND = MESSAGES_ONLY & (filters.COMMAND | filters.CaptionRegex(r"^/"))
@@ -297,23 +309,11 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
     commands, then the hint for everything else, and the answer to a button nobody knows."""
     return [
         (TypeHandler(Update, gatekeeper), -2),
-        (CommandHandler("start", start, MESSAGES_ONLY), 0),
-        (CommandHandler("help", help_command, MESSAGES_ONLY), 0),
-        (CommandHandler("status", status, MESSAGES_ONLY), 0),
-        (CommandHandler("cancel", cancel, MESSAGES_ONLY), 0),
-        (CommandHandler("quota", access.quota, MESSAGES_ONLY), 0),
-        (CommandHandler("lang", languages.lang, MESSAGES_ONLY), 0),
-        (CallbackQueryHandler(languages.lang_button, pattern=f"^{languages.BUTTON_PREFIX}"), 0),
-        (CommandHandler("settings", defaults.settings, MESSAGES_ONLY), 0),
-        (CommandHandler("models", models.models, MESSAGES_ONLY), 0),
-        (CallbackQueryHandler(models.turn, pattern=f"^{models.BUTTON_PREFIX}"), 0),
-        (CommandHandler("forget", forget.forget, MESSAGES_ONLY), 0),
-        (CallbackQueryHandler(forget.confirm, pattern=f"^{forget.BUTTON_PREFIX}"), 0),
-        (CommandHandler("history", buttons.history, MESSAGES_ONLY), 0),
-        (CallbackQueryHandler(buttons.press, pattern=f"^{keyboards.PREFIX}"), 0),
-        *((CommandHandler(name, handler, MESSAGES_ONLY), 0)  # admins only; before the command table's
-          for name, handler in admin.ADMIN_HANDLERS.items()),
         (MessageHandler(COMMAND, run_command), 0),
+        (CallbackQueryHandler(languages.lang_button, pattern=f"^{languages.BUTTON_PREFIX}"), 0),
+        (CallbackQueryHandler(models.turn, pattern=f"^{models.BUTTON_PREFIX}"), 0),
+        (CallbackQueryHandler(forget.confirm, pattern=f"^{forget.BUTTON_PREFIX}"), 0),
+        (CallbackQueryHandler(buttons.press, pattern=f"^{keyboards.PREFIX}"), 0),
         (MessageHandler(MESSAGES_ONLY & ~COMMAND & (filters.TEXT | filters.ATTACHMENT), text_message), 0),
         (CallbackQueryHandler(stale_button), 0),  # last: every press is answered
     ]

@@ -28,8 +28,8 @@ class CommandRequest:
 
 def clean_text(text: str | None) -> str | None:
     """``text`` without control characters (but newline and tab) and unpaired surrogates; None stays None."""
-    if text is None:
-        return None
+    if text is None or (text.isascii() and text.isprintable()):  # nearly every message: nothing to drop
+        return text
     return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cs"))
 
 
@@ -45,11 +45,15 @@ def profile(user) -> tuple[str | None, str | None, str | None]:
 
 def is_blank(char: str) -> bool:
     """Whitespace, or a character that shows nothing (zero-width space, joiner, BOM...)."""
+    if char.isascii():
+        return char.isspace()
     return char.isspace() or char in BLANK_LETTERS or unicodedata.category(char) == "Cf"
 
 
 def strip_blank(text: str) -> str:
     """``text`` without whitespace and invisible characters at either end ("" if it has nothing else)."""
+    if text.isascii():
+        return text.strip()
     start, end = 0, len(text)
     while start < end and is_blank(text[start]):
         start += 1

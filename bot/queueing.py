@@ -78,7 +78,9 @@ async def queue_command(update: Update, context: CourierContext, name: str, text
     (if not, the chat was told why). ``image``: the file id of the input picture, where the command
     takes one; else the picture the message carries or replies to, else the user's last result there."""
     message, user = update.effective_message, update.effective_user
-    command, defaults = await commands.get_command_for_user(context.pool, name, user.id)
+    named = context.named_command
+    command, defaults = (named[1:] if named is not None and named[0] == name
+                         else await commands.get_command_for_user(context.pool, name, user.id))
     if command is None or not command.enabled:
         await message.reply_text(context.t(update, "unknown_command", name=name))
         return False

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from .db import Db, acquire, query
+from .commands import Command, command_for_user
+from .db import Db, Grouped, acquire, query
 
 
 class Admission(NamedTuple):
@@ -18,20 +19,45 @@ class Admission(NamedTuple):
     language: str | None  # chosen with /lang; None: none chosen
     admin: bool  # made an admin in PostgreSQL (an owner code), beside COURIER_ADMIN_USERS
     owner_wanted: bool  # owner codes are pending: the bot has no admin in PostgreSQL yet
+    command: tuple[Command | None, str] | None = None
+    """The command ``admit`` was asked about (None if there is none) and the user's default options."""
 
 
 async def admit(db: Db, user_id: int, username: str | None, allowed_ids: list[int],
-                allowed_names: list[str], everyone: bool) -> Admission:
+                allowed_names: list[str], everyone: bool, command: str | None = None) -> Admission:
     """Whether the user may come in; binds an allowed ``@username`` to the first id that brings it.
 
     ``username`` and ``allowed_names`` are lower case, without ``@``. Also records the current
     username of a user let in, for ``/ban @username`` (a refused one leaves no row), and reads the
     language they chose and whether they are a stored admin: everything an update needs to know
-    about its sender before the handlers, in one query.
+    about its sender before the handlers, in one query; with ``command``, that command as well, as
+    ``commands.get_command_for_user`` reads it. The senders of updates handled at once are admitted
+    together (``db.Grouped``: a batch of updates, one statement).
     """
+    return await _admissions.call(db, (user_id, username, command, tuple(allowed_ids), tuple(allowed_names),
+                                       everyone))
+
+
+async def _admit_all(db: Db, asked: list[tuple]) -> list[Admission]:
+    """One statement for each settings (allowed ids, names, everyone: one, but for several bots on
+    one pool) among ``asked``, in the order of the users (two statements under way at once lock
+    their rows in one order)."""
+    admissions: list[Admission | None] = [None] * len(asked)
     async with acquire(db) as conn:
-        row = await conn.fetchrow(query("admit_user"), user_id, username, allowed_ids, allowed_names, everyone)
-    return Admission(row["banned"], row["allowed"], row["language"], row["admin"], row["owner_wanted"])
+        for settings in dict.fromkeys(entry[3:] for entry in asked):
+            indices = sorted((index for index, entry in enumerate(asked) if entry[3:] == settings),
+                             key=lambda index: asked[index][0])
+            users, usernames, commands = zip(*(asked[index][:3] for index in indices), strict=True)
+            rows = await conn.fetch(query("admit_users"), list(users), list(usernames), list(settings[0]),
+                                    list(settings[1]), settings[2], list(commands))
+            for index, row in zip(indices, rows, strict=True):
+                admissions[index] = Admission(row["banned"], row["allowed"], row["language"], row["admin"],
+                                              row["owner_wanted"],
+                                              command_for_user(row) if asked[index][2] is not None else None)
+    return admissions
+
+
+_admissions = Grouped(_admit_all)
 
 
 async def may_receive(db: Db, user_id: int, allowed_ids: list[int], allowed_names: list[str],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,9 @@ class Command:
     created_at: datetime
     updated_at: datetime
     defaults: str = ""  # options an admin set for everyone ("--model sdxl"), under each user's own
+
+
+_FIELDS = tuple(field.name for field in dataclasses.fields(Command))
 
 
 def check_name(name: str) -> str:
@@ -59,9 +63,14 @@ async def get_command_for_user(db: Db, name: str, user_id: int) -> tuple[Command
     """Command ``name`` (None if there is none) and ``user_id``'s default options ("" if none): what
     a typed command needs, in one round trip."""
     async with acquire(db) as conn:
-        row = dict(await conn.fetchrow(query("get_command_for_user"), name, user_id))
-    options = row.pop("user_options") or ""
-    return (None if row["name"] is None else Command(**row)), options
+        return command_for_user(await conn.fetchrow(query("get_command_for_user"), name, user_id))
+
+
+def command_for_user(row) -> tuple[Command | None, str]:
+    """(the command, the user's default options) of a row with the command's columns (all NULL: no
+    such command) and ``user_options``."""
+    return (None if row["name"] is None else Command(**{name: row[name] for name in _FIELDS})), \
+        row["user_options"] or ""
 
 
 async def set_command_defaults(db: Db, name: str, options: str) -> bool:

@@ -7,7 +7,7 @@ import contextlib
 import functools
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -76,3 +76,73 @@ async def acquire(db: Db) -> AsyncIterator[asyncpg.Connection]:
             yield db
     except (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError) as exc:
         raise StoreError(f"database error: {type(exc).__name__}: {exc}") from exc
+
+
+GROUPED_AT_ONCE = 100
+"""Calls one grouped statement serves at most (``Grouped``)."""
+
+
+class Grouped:
+    """Group commit for a statement that serves many calls at once: ``run(db, items)`` runs it for
+    ``items`` (one per call) and returns one result per item, in order.
+
+    Through a pool, the calls made while its statement is in flight wait for it and then go together
+    in the next (up to ``GROUPED_AT_ONCE``): under a flood, one round trip and one commit serve
+    many, and with one call at a time nothing waits. A statement that fails for another reason than
+    an outage is tried again for each of its items alone: one bad item fails alone. On a connection
+    (a transaction, say), each call runs at once."""
+
+    def __init__(self, run: Callable[[Db, list], Awaitable[list]]):
+        self.run = run
+        self._waiting: dict[asyncpg.Pool, list[tuple[object, asyncio.Future]]] = {}
+        """The pools with calls under way (while none are, the pool has no entry)."""
+        self._serving: set[asyncio.Task] = set()  # held here: the event loop holds tasks weakly
+
+    async def call(self, db: Db, item):
+        if not isinstance(db, asyncpg.Pool):
+            return (await self.run(db, [item]))[0]
+        future = asyncio.get_running_loop().create_future()
+        waiting = self._waiting.get(db)
+        if waiting is None:
+            waiting = self._waiting[db] = []
+            task = asyncio.create_task(self._serve(db, waiting), name="courier-grouped")
+            self._serving.add(task)
+            task.add_done_callback(self._serving.discard)
+        waiting.append((item, future))
+        return await future
+
+    async def _serve(self, pool: asyncpg.Pool, waiting: list) -> None:
+        try:
+            while waiting:
+                batch = waiting[:GROUPED_AT_ONCE]
+                del waiting[:GROUPED_AT_ONCE]
+                await self._run(pool, batch)
+        finally:
+            for _, future in waiting:  # cancelled (the event loop stops): so are they
+                future.cancel()
+            del self._waiting[pool]
+
+    async def _run(self, pool: asyncpg.Pool, batch: list[tuple[object, asyncio.Future]]) -> None:
+        items = [item for item, _ in batch]
+        try:
+            results = await self.run(pool, items)
+        except Exception as exc:
+            results = ([exc] * len(items) if len(items) == 1 or is_outage(exc)
+                       else [await self._alone(pool, item) for item in items])
+        except BaseException:
+            for _, future in batch:
+                future.cancel()
+            raise
+        for (_, future), result in zip(batch, results, strict=True):
+            if future.done():  # its caller was cancelled: what it asked for is done all the same
+                continue
+            if isinstance(result, Exception):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+    async def _alone(self, pool: asyncpg.Pool, item):
+        try:
+            return (await self.run(pool, [item]))[0]
+        except Exception as exc:
+            return exc

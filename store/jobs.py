@@ -8,6 +8,7 @@ A job is ``queued`` until a worker claims it (``running``, leased until ``lease_
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -16,7 +17,7 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from ..logs import get_logger
-from .db import Db, acquire, query
+from .db import Db, Grouped, acquire, query
 from .errors import StoreError
 from .pool import connect
 
@@ -69,17 +70,34 @@ async def submit(db: Db, *, user_id: int, chat_id: int, command: str, params: di
                  profile: tuple = (None, None, None), reply_to_message_id: int | None = None,
                  max_active: int | None = None, update: tuple[int, int, int] | None = None,
                  quota: tuple[int, int] | None = None, max_attempts: int = 3) -> Submitted:
-    """Queue a job in one round trip (one statement, its own transaction; see ``courier_submit_v1``):
-    the user's row refreshed from ``profile`` (username, first name, language), the per-user cap
-    ``max_active`` checked (None: none), the job counted against ``quota`` (jobs per hour, per day;
-    None: none), and ``update`` (bot id, update id, part: the job's number among those the update
-    asks for) recorded so that its second delivery queues nothing. The dispatchers wake when it commits."""
+    """Queue a job (``courier_submit_v1``, in one transaction): the user's row refreshed from ``profile``
+    (username, first name, language), the per-user cap ``max_active`` checked (None: none), the job
+    counted against ``quota`` (jobs per hour, per day; None: none), and ``update`` (bot id, update
+    id, part: the job's number among those the update asks for) recorded so that its second delivery
+    queues nothing. The dispatchers wake when it commits.
+
+    Through a pool, the jobs submitted while a statement is in flight go together in the next one
+    (``db.Grouped``): under a flood of commands, one round trip and one commit queue many jobs."""
     bot_id, update_id, part = update if update is not None else (None, None, 0)
     per_hour, per_day = quota if quota is not None else (None, None)
+    job = (user_id, *profile, chat_id, command, json.dumps(params), max_attempts, reply_to_message_id,
+           max_active, per_hour, per_day, bot_id, update_id, part)
+    return await _submits.call(db, job)
+
+
+async def _submit_all(db: Db, jobs: list[tuple]) -> list[Submitted]:
+    """One statement for ``jobs`` (each ``submit_jobs``' arguments of one job), in the order of their
+    users: two statements under way at once lock the users' rows in one order."""
+    order = sorted(range(len(jobs)), key=lambda index: jobs[index][0])
     async with acquire(db) as conn:
-        row = await conn.fetchrow(query("submit_job"), user_id, *profile, chat_id, command, params, max_attempts,
-                                  reply_to_message_id, max_active, per_hour, per_day, bot_id, update_id, part)
-    return Submitted(*row)
+        rows = await conn.fetch(query("submit_jobs"), *map(list, zip(*(jobs[index] for index in order), strict=True)))
+    submitted: list[Submitted | None] = [None] * len(jobs)
+    for index, row in zip(order, rows, strict=True):
+        submitted[index] = Submitted(*row)
+    return submitted
+
+
+_submits = Grouped(_submit_all)
 
 
 async def queue_position(db: Db, job_id: int) -> int | None:

@@ -90,9 +90,20 @@ LEFT JOIN (
 ORDER BY last_active_at DESC NULLS LAST, u.user_id
 LIMIT $1;
 
--- submit_job --
-SELECT job_id, active, spent, duplicate
-FROM courier_submit_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15);
+-- submit_jobs --
+-- Queue jobs in one statement and one transaction, in the order given (courier_submit_v1 each; its
+-- later calls see what the earlier ones wrote): each array holds one element per job, in the
+-- function's order of arguments, $7 each job's params as JSON text. One row per job, in order.
+SELECT s.job_id, s.active, s.spent, s.duplicate
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::integer[],
+            $9::bigint[], $10::bigint[], $11::integer[], $12::integer[], $13::bigint[], $14::bigint[],
+            $15::integer[])
+     WITH ORDINALITY AS r(user_id, username, first_name, language_code, chat_id, command, params, max_attempts,
+                          reply_to_message_id, max_active, per_hour, per_day, bot_id, update_id, part, n)
+CROSS JOIN LATERAL courier_submit_v1(r.user_id, r.username, r.first_name, r.language_code, r.chat_id, r.command,
+                                     r.params::jsonb, r.max_attempts, r.reply_to_message_id, r.max_active,
+                                     r.per_hour, r.per_day, r.bot_id, r.update_id, r.part) AS s
+ORDER BY r.n;
 
 -- notify_jobs --
 -- Wakes the dispatchers LISTENing on courier_jobs once the transaction commits.
@@ -217,14 +228,15 @@ DELETE FROM courier_queue_messages WHERE chat_id = $1;
 -- chat_queue --
 -- The queued jobs of chat $1 in claim order (at most $2), each with its place in the whole queue:
 -- courier_queue's position for these jobs alone (the view computes every queued job's, against every
--- user's turn: under a flood each queue message's update would cost queued jobs × users rows).
-WITH turns AS (
-    SELECT q.user_id, count(*) AS n,
-           row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, min(q.id)) AS turn
-    FROM courier_jobs q
-    JOIN courier_users u ON u.user_id = q.user_id
-    WHERE q.status = 'queued'
-    GROUP BY q.user_id, u.last_served_at
+-- user's turn: under a flood each queue message's update would cost queued jobs × users rows). A
+-- job's place depends only on its user's turn and its rank k among its user's jobs: it is computed
+-- once per (user, k), the queued jobs counted per user before their users' rows are joined.
+WITH counts AS (
+    SELECT user_id, count(*) AS n, min(id) AS first_id FROM courier_jobs WHERE status = 'queued' GROUP BY user_id
+), turns AS (
+    SELECT c.user_id, c.n, row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, c.first_id) AS turn
+    FROM counts c
+    JOIN courier_users u ON u.user_id = c.user_id
 ), mine AS (
     SELECT * FROM (
         SELECT j.id, j.chat_id, j.user_id, j.command, j.params->>'language' AS language, j.reply_to_message_id,
@@ -234,14 +246,18 @@ WITH turns AS (
           AND j.user_id IN (SELECT c.user_id FROM courier_jobs c WHERE c.chat_id = $1 AND c.status = 'queued')
     ) theirs
     WHERE theirs.chat_id = $1
+), places AS (
+    SELECT ranks.user_id, ranks.k,
+           1 + sum(least(o.n, ranks.k - 1) + (o.turn < me.turn AND o.n >= ranks.k)::int)::bigint AS position
+    FROM (SELECT DISTINCT user_id, k FROM mine) ranks
+    JOIN turns me ON me.user_id = ranks.user_id
+    CROSS JOIN turns o
+    GROUP BY ranks.user_id, ranks.k
 )
-SELECT m.id, m.command, m.language, m.reply_to_message_id,
-       1 + sum(least(o.n, m.k - 1) + (o.turn < me.turn AND o.n >= m.k)::int)::bigint AS position
+SELECT m.id, m.command, m.language, m.reply_to_message_id, p.position
 FROM mine m
-JOIN turns me ON me.user_id = m.user_id
-CROSS JOIN turns o
-GROUP BY m.id, m.command, m.language, m.reply_to_message_id, m.k, me.turn
-ORDER BY position
+JOIN places p ON p.user_id = m.user_id AND p.k = m.k
+ORDER BY p.position
 LIMIT $2;
 
 -- queue_estimate --
@@ -366,7 +382,8 @@ RETURNING *;
 SELECT * FROM courier_commands WHERE name = $1;
 
 -- get_command_for_user --
--- Command $1 (its columns NULL if there is none) and user $2's default options (NULL: none).
+-- Command $1 (its columns NULL if there is none) and user $2's default options (NULL: none), as
+-- admit_users gives them for the command an update names.
 SELECT c.*, (SELECT options FROM courier_user_options WHERE user_id = $2) AS user_options
 FROM (SELECT 1) AS one LEFT JOIN courier_commands c ON c.name = $1;
 
@@ -448,46 +465,20 @@ WHERE $1::text IS NULL OR workflow = $1
 ORDER BY created_at DESC, id DESC
 LIMIT $2;
 
--- admit_user --
--- Who may use the bot, asked for every update. $1 the user, $2 their @username (lower case, no @;
--- NULL if none), $3 the ids the settings let in (the admins' among them), $4 the allowed usernames,
--- $5 whether the settings let everyone in (*). Let in besides them: whoever /allow or an owner
--- code let in (allowed, is_admin). An allowed username is bound to the first id that comes with
--- it; later owners of that name are not let in by it. Only a user let in has a row written: a
--- refused stranger leaves none. The row keeps their current username, which leaves any other row
--- that still had it (a name passes on). A known user whose username is unchanged writes nothing:
--- the query is then read-only, with no commit to flush, as it is for nearly every update.
--- owner_wanted: owner codes are pending (the bot has no admin in PostgreSQL yet).
-WITH known AS (
-    SELECT banned, language, allowed, is_admin FROM courier_users WHERE user_id = $1
-), bound AS (
-    INSERT INTO courier_allowed_names (username, user_id)
-    SELECT $2, $1 WHERE $2 = ANY($4::text[])
-    ON CONFLICT (username) DO NOTHING
-    RETURNING user_id
-), verdict AS (
-    SELECT coalesce((SELECT banned FROM known), false) AS banned,
-           (SELECT language FROM known) AS language,
-           coalesce((SELECT is_admin FROM known), false) AS admin,
-           ($5 OR $1 = ANY($3::bigint[])
-            OR coalesce((SELECT allowed FROM known), false)
-            OR EXISTS (SELECT 1 FROM bound)
-            OR EXISTS (SELECT 1 FROM courier_allowed_names WHERE user_id = $1 AND username = ANY($4::text[])))
-               AS allowed,
-           EXISTS (SELECT 1 FROM courier_owner_codes) AS owner_wanted
-), named AS (
-    INSERT INTO courier_users (user_id, username)
-    SELECT $1, $2 FROM verdict
-    WHERE (verdict.allowed OR verdict.admin)
-      AND NOT EXISTS (SELECT 1 FROM courier_users WHERE user_id = $1 AND username IS NOT DISTINCT FROM $2::text)
-    ON CONFLICT (user_id) DO UPDATE SET username = EXCLUDED.username
-    WHERE courier_users.username IS DISTINCT FROM EXCLUDED.username
-    RETURNING user_id
-), renamed AS (
-    UPDATE courier_users SET username = NULL
-    WHERE $2::text IS NOT NULL AND lower(username) = $2 AND user_id <> $1 AND EXISTS (SELECT 1 FROM named)
-)
-SELECT banned, language, allowed, admin, owner_wanted FROM verdict;
+-- admit_users --
+-- Who may use the bot (courier_admit_v1), for the senders of several updates in one statement and
+-- one transaction, in the order given: $1 the users, $2 their @usernames (lower case, no @; NULL:
+-- none), $6 the command each update names (NULL: none), one element per update; $3 the ids the
+-- settings let in, $4 the allowed usernames, $5 whether the settings let everyone in, for all.
+-- With a command come its row (its columns NULL if there is none) and the user's default options
+-- (user_options): a command's update needs no other query before its job. One row per update, in order.
+SELECT a.banned, a.language, a.allowed, a.admin, a.owner_wanted, c.*,
+       (SELECT options FROM courier_user_options o WHERE o.user_id = r.user_id AND r.command IS NOT NULL)
+           AS user_options
+FROM unnest($1::bigint[], $2::text[], $6::text[]) WITH ORDINALITY AS r(user_id, username, command, n)
+CROSS JOIN LATERAL courier_admit_v1(r.user_id, r.username, $3::bigint[], $4::text[], $5) AS a
+LEFT JOIN courier_commands c ON c.name = r.command
+ORDER BY r.n;
 
 -- allow_user --
 -- /allow: user $1 is let in, known or not yet.
@@ -499,7 +490,7 @@ ON CONFLICT (user_id) DO UPDATE SET allowed = true;
 UPDATE courier_users SET allowed = false WHERE user_id = $1 AND allowed RETURNING user_id;
 
 -- may_receive --
--- Whether user $1 may be sent a render from the graph editor, by the same rules as admit_user
+-- Whether user $1 may be sent a render from the graph editor, by the same rules as courier_admit_v1
 -- ($2 the ids the settings let in, the admins' among them, $3 the allowed usernames, $4 everyone)
 -- but read-only: no username is bound, no row written. An admin made in PostgreSQL may; a banned
 -- user may not; anyone else if the settings, /allow or an allowed username bound to them let them

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from comfyui_courier.store import backends, jobs, queue_messages
+from comfyui_courier.store import StoreError, backends, jobs, queue_messages
 from comfyui_courier.store.pool import connect
 from comfyui_courier.tests.support import jobs as support_jobs
 
@@ -246,3 +246,36 @@ async def test_adopting_a_status_message_wakes_the_dispatchers_while_the_job_is_
             await conn.execute("SELECT pg_notify('courier_jobs', 'marker')")  # NOTIFYs arrive in commit order
         assert await listener.wait(timeout=10)
     assert len(notified) == 2  # and the marker: a running job's adoption woke no one
+
+
+async def test_jobs_submitted_at_once_are_queued_by_one_statement_with_the_cap_and_duplicates_kept(store):
+    """Submits that come while one is under way go together (one transaction), and each still sees
+    the ones before it: the per-user cap and an update's second delivery hold within the group."""
+    def submit(user_id: int, update_id: int, max_active: int | None = None):
+        return jobs.submit(store.pool, user_id=user_id, chat_id=CHAT + user_id, command="draw",
+                           params={"prompt": f"{user_id}-{update_id}"}, max_active=max_active,
+                           update=(1, update_id, 0))
+
+    capped = [submit(A, n, max_active=3) for n in range(6)]
+    duplicated = [submit(B, 100), submit(B, 100), submit(B, 101)]
+    results = await asyncio.gather(*capped, *duplicated)
+    a, b = results[:6], results[6:]
+    assert [r.job_id is not None for r in a] == [True] * 3 + [False] * 3
+    assert [r.active for r in a[3:]] == [3, 3, 3]
+    assert [(r.job_id is not None, r.duplicate) for r in b] == [(True, False), (False, True), (True, False)]
+    async with store.pool.acquire() as conn:
+        transactions = await conn.fetchval("SELECT count(DISTINCT xmin::text) FROM courier_jobs")
+        prompts = await conn.fetch("SELECT id, params->>'prompt' AS prompt FROM courier_jobs ORDER BY id")
+    assert transactions == 1, "the group went in more than one statement"
+    assert [row["prompt"] for row in prompts] == ["101-0", "101-1", "101-2", "202-100", "202-101"]
+    assert {row["id"] for row in prompts} == {r.job_id for r in results if r.job_id is not None}
+
+
+async def test_a_job_the_database_refuses_fails_alone_in_its_group(store):
+    def submit(command: str):
+        return jobs.submit(store.pool, user_id=A, chat_id=CHAT, command=command, params={})
+
+    results = await asyncio.gather(submit("draw"), submit("bad\x00name"), submit("draw"), return_exceptions=True)
+    assert isinstance(results[1], StoreError)
+    assert all(isinstance(r, jobs.Submitted) and r.job_id is not None for r in (results[0], results[2]))
+    assert [job.command for job in await jobs.list_queue(store.pool)] == ["draw", "draw"]

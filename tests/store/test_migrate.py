@@ -145,10 +145,10 @@ async def test_a_host_from_before_0012_keeps_queueing_across_it(pg_database):
         assert (await old_host.fetchrow(7))["job_id"] is not None
         applied = await migrate(conn)  # 0012 and those after it, while the old host holds its statement
         assert applied[:1] == ["0012_versioned_functions"]
-        assert "courier_submit_v1(" in _queries()["submit_job"]
+        assert "courier_submit_v1(" in _queries()["submit_jobs"]
         old_job = await old_host.fetchrow(7)
-        new_job = await conn.fetchrow(_queries()["submit_job"], 7, "new", "New", "en", 7, "draw", {}, 3, None,
-                                      None, 10, 100, None, None, 0)
+        new_job = await conn.fetchrow(_queries()["submit_jobs"], *([value] for value in (
+            7, "new", "New", "en", 7, "draw", "{}", 3, None, None, 10, 100, None, None, 0)))
         assert old_job["job_id"] is not None and new_job["job_id"] > old_job["job_id"]
         assert await conn.fetchval("SELECT count(*) FROM courier_quota_events WHERE user_id = 7") == 3
     finally:
