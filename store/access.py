@@ -40,13 +40,11 @@ async def admit(db: Db, user_id: int, username: str | None, allowed_ids: list[in
 
 async def _admit_all(db: Db, asked: list[tuple]) -> list[Admission]:
     """One statement for each settings (allowed ids, names, everyone: one, but for several bots on
-    one pool) among ``asked``, in the order of the users (two statements under way at once lock
-    their rows in one order)."""
+    one pool) among ``asked`` (each the user, username and command first), in their order."""
     admissions: list[Admission | None] = [None] * len(asked)
     async with acquire(db) as conn:
         for settings in dict.fromkeys(entry[3:] for entry in asked):
-            indices = sorted((index for index, entry in enumerate(asked) if entry[3:] == settings),
-                             key=lambda index: asked[index][0])
+            indices = [index for index, entry in enumerate(asked) if entry[3:] == settings]
             users, usernames, commands = zip(*(asked[index][:3] for index in indices), strict=True)
             rows = await conn.fetch(query("admit_users"), list(users), list(usernames), list(settings[0]),
                                     list(settings[1]), settings[2], list(commands))
@@ -57,7 +55,7 @@ async def _admit_all(db: Db, asked: list[tuple]) -> list[Admission]:
     return admissions
 
 
-_admissions = Grouped(_admit_all)
+_admissions = Grouped(_admit_all, user=lambda asked: asked[0])
 
 
 async def may_receive(db: Db, user_id: int, allowed_ids: list[int], allowed_names: list[str],

@@ -69,8 +69,8 @@ async def get_command_for_user(db: Db, name: str, user_id: int) -> tuple[Command
 def command_for_user(row) -> tuple[Command | None, str]:
     """(the command, the user's default options) of a row with the command's columns (all NULL: no
     such command) and ``user_options``."""
-    return (None if row["name"] is None else Command(**{name: row[name] for name in _FIELDS})), \
-        row["user_options"] or ""
+    command = None if row["name"] is None else Command(**{name: row[name] for name in _FIELDS})
+    return command, row["user_options"] or ""
 
 
 async def set_command_defaults(db: Db, name: str, options: str) -> bool:

@@ -84,7 +84,8 @@ GROUPED_AT_ONCE = 100
 
 class Grouped:
     """Group commit for a statement that serves many calls at once: ``run(db, items)`` runs it for
-    ``items`` (one per call) and returns one result per item, in order.
+    ``items`` (one per call) and returns one result per item, in order. The items go to ``run``
+    sorted by ``user(item)``: two statements under way at once lock the users' rows in one order.
 
     Through a pool, the calls made while its statement is in flight wait for it and then go together
     in the next (up to ``GROUPED_AT_ONCE``): under a flood, one round trip and one commit serve
@@ -92,8 +93,9 @@ class Grouped:
     an outage is tried again for each of its items alone: one bad item fails alone. On a connection
     (a transaction, say), each call runs at once."""
 
-    def __init__(self, run: Callable[[Db, list], Awaitable[list]]):
-        self.run = run
+    def __init__(self, run: Callable[[Db, list], Awaitable[list]], user: Callable[[object], int]):
+        self._statement = run
+        self._user = user
         self._waiting: dict[asyncpg.Pool, list[tuple[object, asyncio.Future]]] = {}
         """The pools with calls under way (while none are, the pool has no entry)."""
         self._serving: set[asyncio.Task] = set()  # held here: the event loop holds tasks weakly
@@ -146,3 +148,12 @@ class Grouped:
             return (await self.run(pool, [item]))[0]
         except Exception as exc:
             return exc
+
+    async def run(self, db: Db, items: list) -> list:
+        """The statement for ``items``, given to it in the order of their users; results in ``items``' order."""
+        order = sorted(range(len(items)), key=lambda index: self._user(items[index]))
+        results = await self._statement(db, [items[index] for index in order])
+        ordered: list = [None] * len(items)
+        for index, result in zip(order, results, strict=True):
+            ordered[index] = result
+        return ordered

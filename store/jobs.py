@@ -86,18 +86,13 @@ async def submit(db: Db, *, user_id: int, chat_id: int, command: str, params: di
 
 
 async def _submit_all(db: Db, jobs: list[tuple]) -> list[Submitted]:
-    """One statement for ``jobs`` (each ``submit_jobs``' arguments of one job), in the order of their
-    users: two statements under way at once lock the users' rows in one order."""
-    order = sorted(range(len(jobs)), key=lambda index: jobs[index][0])
+    """One statement for ``jobs`` (each ``submit_jobs``' arguments of one job, the user first)."""
     async with acquire(db) as conn:
-        rows = await conn.fetch(query("submit_jobs"), *map(list, zip(*(jobs[index] for index in order), strict=True)))
-    submitted: list[Submitted | None] = [None] * len(jobs)
-    for index, row in zip(order, rows, strict=True):
-        submitted[index] = Submitted(*row)
-    return submitted
+        rows = await conn.fetch(query("submit_jobs"), *map(list, zip(*jobs, strict=True)))
+    return [Submitted(*row) for row in rows]
 
 
-_submits = Grouped(_submit_all)
+_submits = Grouped(_submit_all, user=lambda job: job[0])
 
 
 async def queue_position(db: Db, job_id: int) -> int | None:
