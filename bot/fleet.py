@@ -55,22 +55,27 @@ class FleetSlots:
         self._asker: asyncio.Task | None = None
         self._outage_logged = -OUTAGE_LOG_S
 
-    async def take(self) -> int | None:
-        """Waits for a slot of the fleet's (its id; None while the database is out of reach): send the
-        message right after, and call ``answered`` with the id once it was answered or failed."""
-        turn = asyncio.get_running_loop().create_future()
-        self._waiting.append(turn)
+    async def take(self, count: int = 1) -> list[int | None]:
+        """Waits for ``count`` slots of the fleet's, asked for one behind the other (their ids; None
+        while the database is out of reach): send the message right after, and call ``answered``
+        with the ids once it was answered or failed."""
+        loop = asyncio.get_running_loop()
+        turns = [loop.create_future() for _ in range(count)]
+        self._waiting.extend(turns)
         self._ask_soon()
         try:
-            return await turn
+            return list(await asyncio.gather(*turns))
         except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():
-                self.answered(turn.result())  # given as the message was cancelled: not sent
+            for turn in turns:
+                if turn.done() and not turn.cancelled():
+                    self.answered(turn.result())  # given as the message was cancelled: not sent
             raise
 
-    def answered(self, slot: int | None) -> None:
-        if slot is not None:
-            self._answered.append((slot, self._clock()))
+    def answered(self, *slots: int | None) -> None:
+        taken = [slot for slot in slots if slot is not None]
+        if taken:
+            now = self._clock()
+            self._answered.extend((slot, now) for slot in taken)
             self._ask_soon()
 
     async def close(self) -> None:

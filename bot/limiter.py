@@ -1,7 +1,7 @@
 """The bot's rate limiter: Telegram's limits kept exactly, results before status messages.
 
-Only messages count (``windows.counted``: send, edit, delete, copy, forward; not chat actions,
-getFile, callback answers): each goes through its chat's window (13 in any 10 s in a private
+Only messages count (``windows.messages_in``: send, edit, delete, copy, forward, an album's each
+item; not chat actions, getFile, callback answers): each goes through its chat's window (13 in any 10 s in a private
 chat, 20 a minute in a group), then the bot's (30 in any second), then, when several hosts serve
 the bot, a slot of the fleet's (``fleet.FleetSlots``, in PostgreSQL). Everything else goes
 straight through.
@@ -23,7 +23,7 @@ from telegram.error import RetryAfter
 from telegram.ext import BaseRateLimiter
 
 from ..logs import get_logger
-from .windows import TELEGRAM, FloodHits, Gate, Limits, counted
+from .windows import TELEGRAM, FloodHits, Gate, Limits, messages_in
 
 log = get_logger("bot.limiter")
 
@@ -65,13 +65,14 @@ class ResultsFirstLimiter(BaseRateLimiter[str]):
             await self.fleet.close()
 
     async def process_request(self, callback, args, kwargs, endpoint, data, rate_limit_args):
-        if not counted(endpoint, data):
+        messages = messages_in(endpoint, data)
+        if not messages:
             return await callback(*args, **kwargs)
         chat = _chat_of(data)
         status = rate_limit_args == STATUS
         for attempt in range(self.max_retries + 1):
             try:
-                return await self._send(chat, status, callback, args, kwargs)
+                return await self._send(chat, status, messages, callback, args, kwargs)
             except RetryAfter as exc:
                 if attempt == self.max_retries:
                     raise
@@ -79,23 +80,24 @@ class ResultsFirstLimiter(BaseRateLimiter[str]):
                 self._flooded(chat, exc._retry_after.total_seconds())
         raise AssertionError("unreachable")
 
-    async def _send(self, chat, status: bool, callback, args, kwargs):
+    async def _send(self, chat, status: bool, messages: int, callback, args, kwargs):
+        """Sends once ``messages`` slots are free in each window (an album's all at once)."""
         gate = self._chat_gate(chat)
-        await gate.enter(status)
+        await gate.enter(status, messages)
         try:
             async with self._status_slots if status else contextlib.nullcontext():
-                await self._overall.enter(status)
+                await self._overall.enter(status, messages)
             try:
-                slot = await self.fleet.take() if self.fleet is not None else None
+                slots = await self.fleet.take(messages) if self.fleet is not None else []
                 try:
                     return await callback(*args, **kwargs)
                 finally:
                     if self.fleet is not None:
-                        self.fleet.answered(slot)
+                        self.fleet.answered(*slots)
             finally:
-                self._overall.done()
+                self._overall.done(messages)
         finally:
-            gate.done()
+            gate.done(messages)
 
     def _flooded(self, chat, retry_after: float) -> None:
         now = self._clock()

@@ -20,11 +20,15 @@ COUNTED_PREFIXES = ("send", "edit", "delete", "copy", "forward")
 NOT_COUNTED = frozenset({"sendChatAction"})
 
 
-def counted(endpoint: str, data: dict) -> bool:
-    """Whether Telegram counts the request as a message: one that sends, edits, deletes, copies or
-    forwards a message in a chat (not a chat action, nor deleteWebhook or deleteMyCommands)."""
-    return (endpoint.startswith(COUNTED_PREFIXES) and endpoint not in NOT_COUNTED
-            and ("chat_id" in data or "inline_message_id" in data))
+def messages_in(endpoint: str, data: dict) -> int:
+    """How many messages Telegram counts for the request: one that sends, edits, deletes, copies or
+    forwards a message in a chat is one, an album (``sendMediaGroup``) one per item, as each goes
+    as a message of its own; anything else (a chat action, deleteWebhook, deleteMyCommands) none."""
+    if not (endpoint.startswith(COUNTED_PREFIXES) and endpoint not in NOT_COUNTED
+            and ("chat_id" in data or "inline_message_id" in data)):
+        return 0
+    media = data.get("media") if endpoint == "sendMediaGroup" else None
+    return max(1, len(media)) if isinstance(media, list | tuple) else 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,23 +69,25 @@ class SlidingWindow:
         self._frees: list[float] = []
         """A heap: when each answered request gives its slot back."""
 
-    def wait(self, now: float) -> float | None:
-        """Seconds until a slot is free: 0 when one is now, None when every slot is held by a request
-        still on its way (one becomes free ``period`` after the first of them is answered)."""
+    def wait(self, now: float, slots: int = 1) -> float | None:
+        """Seconds until ``slots`` are free (at most ``limit``): 0 when they are now, None when too
+        many are held by requests still on its way (they free ``period`` after their answers)."""
         while self._frees and self._frees[0] <= now:
             heapq.heappop(self._frees)
-        if self._in_flight + len(self._frees) < self.limit:
+        short = self._in_flight + len(self._frees) + min(slots, self.limit) - self.limit
+        if short <= 0:
             return 0.0
-        return self._frees[0] - now if self._frees else None
+        return heapq.nsmallest(short, self._frees)[-1] - now if short <= len(self._frees) else None
 
-    def take(self) -> None:
-        """A request is let go (call ``wait`` first)."""
-        self._in_flight += 1
+    def take(self, slots: int = 1) -> None:
+        """A request of ``slots`` messages is let go (call ``wait`` first)."""
+        self._in_flight += min(slots, self.limit)
 
-    def done(self, now: float) -> None:
-        """The request let go last by ``take`` was answered (or failed) at ``now``."""
-        self._in_flight -= 1
-        heapq.heappush(self._frees, now + self.period)
+    def done(self, now: float, slots: int = 1) -> None:
+        """A request of ``slots`` messages let go by ``take`` was answered (or failed) at ``now``."""
+        for _ in range(min(slots, self.limit)):
+            self._in_flight -= 1
+            heapq.heappush(self._frees, now + self.period)
 
     def idle(self, now: float) -> bool:
         """Holds no slot: forgetting it loses nothing."""
@@ -113,33 +119,34 @@ class Gate:
         self.window = SlidingWindow(limit)
         self.paused_until = 0.0
         self._clock = clock
-        self._queues: tuple[deque[asyncio.Future], deque[asyncio.Future]] = (deque(), deque())
-        """Results, then status messages."""
+        self._queues: tuple[deque[tuple[asyncio.Future, int]], ...] = (deque(), deque())
+        """Results, then status messages: each a turn and the messages it sends."""
         self._freed = asyncio.Event()
         self._pump: asyncio.Task | None = None
 
-    def _wait(self, now: float) -> float | None:
-        wait = self.window.wait(now)
+    def _wait(self, now: float, slots: int) -> float | None:
+        wait = self.window.wait(now, slots)
         return wait if wait is None else max(wait, self.paused_until - now)
 
-    async def enter(self, status: bool = False) -> None:
-        """Waits for a slot and takes it; call ``done`` once the request was answered."""
-        if not any(self._queues) and self._wait(self._clock()) == 0:
-            self.window.take()
+    async def enter(self, status: bool = False, slots: int = 1) -> None:
+        """Waits for ``slots`` (a request of that many messages) and takes them together; call
+        ``done`` with as many once the request was answered."""
+        if not any(self._queues) and self._wait(self._clock(), slots) == 0:
+            self.window.take(slots)
             return
         turn = asyncio.get_running_loop().create_future()
-        self._queues[status].append(turn)
+        self._queues[status].append((turn, slots))
         if self._pump is None or self._pump.done():
             self._pump = asyncio.create_task(self._let_through(), name="courier-limiter-gate")
         try:
             await turn
         except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():  # given the slot as it was cancelled
-                self.done()
+            if turn.done() and not turn.cancelled():  # given the slots as it was cancelled
+                self.done(slots)
             raise
 
-    def done(self) -> None:
-        self.window.done(self._clock())
+    def done(self, slots: int = 1) -> None:
+        self.window.done(self._clock(), slots)
         self._freed.set()
 
     def idle(self) -> bool:
@@ -150,15 +157,21 @@ class Gate:
             self._pump.cancel()
 
     async def _let_through(self) -> None:
+        """Lets the first turn go once its slots are free (one that asks for several waits for all of
+        them, and the turns behind it wait for it: no album's slots are taken piecemeal)."""
         while any(self._queues):
-            wait = self._wait(self._clock())
+            queue = self._queues[0] or self._queues[1]
+            turn, slots = queue[0]
+            if turn.done():  # cancelled meanwhile
+                queue.popleft()
+                continue
+            wait = self._wait(self._clock(), slots)
             if wait is None:
                 self._freed.clear()
                 await self._freed.wait()
             elif wait > 0:
                 await asyncio.sleep(wait)
             else:
-                turn = (self._queues[0] or self._queues[1]).popleft()
-                if not turn.done():  # not cancelled meanwhile
-                    self.window.take()
-                    turn.set_result(None)
+                queue.popleft()
+                self.window.take(slots)
+                turn.set_result(None)

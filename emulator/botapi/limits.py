@@ -8,8 +8,9 @@ emulator (``Call.received_at``):
 - 13 in any 10 seconds in one private chat (about one a second, a short burst allowed);
 - 20 in any minute in one group, supergroup or channel.
 
-A message is a request that sends, edits, deletes, copies or forwards one in a chat; chat actions
-and callback answers are not. One past a limit is answered 429 with ``retry_after``, the whole
+A message is a request that sends, edits, deletes, copies or forwards one in a chat, and each item
+of an album (``sendMediaGroup``: each goes as a message of its own); chat actions and callback
+answers are not. One past a limit is answered 429 with ``retry_after``, the whole
 seconds until the window has room, and is not counted.
 """
 
@@ -55,20 +56,22 @@ class FloodLimits:
         """Counts the request if every window it falls in has room; else the 429 to answer."""
         if not is_message(method, params):
             return None
+        media = params.get("media") if method == "sendMediaGroup" else None
+        count = len(media) if isinstance(media, list) and media else 1
         chat = params.get("chat_id", params.get("inline_message_id"))
         group = chat.startswith("@") if isinstance(chat, str) else isinstance(chat, int) and chat < 0
         windows = [("bot", OVERALL), (("chat", chat), GROUP if group else PRIVATE_CHAT)]
-        waits = [self._wait(key, limit, period, now) for key, (limit, period) in windows]
+        waits = [self._wait(key, limit, period, now, count) for key, (limit, period) in windows]
         if max(waits) > 0:
             return fault_error(429, max(1, math.ceil(max(waits))), None)
         for key, _ in windows:
-            self._windows.setdefault(key, deque()).append(now)
+            self._windows.setdefault(key, deque()).extend([now] * count)
         return None
 
-    def _wait(self, key: object, limit: int, period: float, now: float) -> float:
-        window = self._windows.get(key)
-        if window is None:
-            return 0.0
+    def _wait(self, key: object, limit: int, period: float, now: float, count: int) -> float:
+        """Seconds until the window has room for ``count`` more (0: it has now)."""
+        window = self._windows.setdefault(key, deque())
         while window and window[0] <= now - period:
             window.popleft()
-        return window[0] + period - now if len(window) >= limit else 0.0
+        over = len(window) + min(count, limit) - limit
+        return window[over - 1] + period - now if over > 0 else 0.0

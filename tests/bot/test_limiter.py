@@ -8,16 +8,19 @@ sharing one PostgreSQL (bot/fleet.py) stay within 30 in any second together.
 """
 
 import asyncio
+import io
 import random
 
 import pytest
+from PIL import Image
+from telegram import InputMediaPhoto
 from telegram.error import RetryAfter
 from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
 from comfyui_courier.bot.fleet import BATCH, FleetSlots
 from comfyui_courier.bot.limiter import ResultsFirstLimiter
-from comfyui_courier.bot.windows import FloodHits, Limit, SlidingWindow, counted
+from comfyui_courier.bot.windows import FloodHits, Limit, SlidingWindow, messages_in
 from comfyui_courier.emulator.botapi.limits import busiest, is_message
 from comfyui_courier.store import send_slots
 from comfyui_courier.store.pool import create_pool
@@ -72,10 +75,25 @@ def test_429s_from_several_chats_at_once_are_the_limit_of_all_chats():
 
 def test_messages_count_and_nothing_else():
     chat = {"chat_id": 5}
-    assert all(counted(m, chat) for m in ("sendMessage", "sendDocument", "editMessageText", "editMessageMedia",
-                                          "deleteMessage", "copyMessage", "forwardMessage"))
-    assert not any(counted(m, chat) for m in ("sendChatAction", "getFile", "answerCallbackQuery", "getChat"))
-    assert not counted("deleteMyCommands", {}) and not counted("deleteWebhook", {})
+    assert all(messages_in(m, chat) == 1 for m in ("sendMessage", "sendDocument", "editMessageText",
+                                                   "editMessageMedia", "deleteMessage", "copyMessage",
+                                                   "forwardMessage"))
+    assert not any(messages_in(m, chat) for m in ("sendChatAction", "getFile", "answerCallbackQuery", "getChat"))
+    assert not messages_in("deleteMyCommands", {}) and not messages_in("deleteWebhook", {})
+    assert messages_in("sendMediaGroup", {**chat, "media": ("photo",) * 4}) == 4  # each item is a message
+
+
+def test_an_album_waits_until_all_its_slots_are_free_at_once():
+    window = SlidingWindow(Limit(5, 1.0))
+    window.take(3)
+    assert window.wait(0.0, 2) == 0
+    assert window.wait(0.0, 3) is None  # 3 on their way: nothing frees before their answers
+    window.done(0.2, 3)
+    assert window.wait(0.5, 3) == pytest.approx(0.7)  # one more than the 2 free: the first freed
+    assert window.wait(0.5, 9) == pytest.approx(0.7)  # never more than the window: all 5 free then
+    window.take(2)
+    window.done(0.6, 2)
+    assert window.wait(1.0, 4) == pytest.approx(0.6)  # 2 of the 3 answered at 0.2, then the 2 at 0.6
 
 
 async def test_429s_from_several_chats_pause_every_chat_and_from_one_only_it():
@@ -121,6 +139,12 @@ def message_times(emulated, chat: int | None = None) -> list[float]:
             if is_message(call.method, call.params) and chat in (None, call.params["chat_id"])]
 
 
+def album(photos: int = 4) -> list[InputMediaPhoto]:
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), "red").save(buffer, "PNG")
+    return [InputMediaPhoto(buffer.getvalue()) for _ in range(photos)]
+
+
 def refused(emulated) -> list:
     return [call for call in emulated.calls if call.status == 429]
 
@@ -134,6 +158,20 @@ async def test_a_burst_to_100_chats_never_passes_30_in_any_second(botapi, botapi
         sent = await asyncio.gather(*(tg.send_message(chat, "result") for chat in chats), return_exceptions=True)
     assert [error for error in sent if isinstance(error, Exception)] == [] and refused(botapi_bot) == []
     assert busiest(message_times(botapi_bot), 1.0) == 30
+
+
+async def test_albums_count_each_item_and_a_burst_of_them_never_passes_30_in_any_second(botapi, botapi_bot):
+    """Eight albums of four photos, to eight chats at once: 32 messages, so the last waits for the
+    first ones' second to pass, rather than being refused as Telegram (the emulator) would."""
+    chats = range(2001, 2009)
+    for chat in chats:
+        botapi_bot.inject_text(chat, "/start")
+    botapi_bot.enforce_limits()
+    async with bot(botapi, botapi_bot, ResultsFirstLimiter(max_retries=0)) as tg:
+        sent = await asyncio.gather(*(tg.send_media_group(chat, album()) for chat in chats), return_exceptions=True)
+    assert [error for error in sent if isinstance(error, Exception)] == [] and refused(botapi_bot) == []
+    albums = sorted(call.received_at for call in botapi_bot.calls if call.method == "sendMediaGroup")
+    assert len(albums) == 8 and albums[-1] - albums[0] >= 1.0
 
 
 async def test_one_chat_flooded_never_passes_13_in_any_10_s(botapi, botapi_bot):
@@ -221,6 +259,30 @@ async def test_two_hosts_of_one_bot_stay_within_30_in_any_second_together(botapi
     assert busiest(message_times(botapi_bot), 1.0) <= 30
     assert max(asked) == BATCH and len([wanted for wanted in asked if wanted]) < len(chats)  # several a round trip
     async with store.pool.acquire() as conn:  # every answer reported: no slot waits for its host to be declared dead
+        assert await conn.fetchval("SELECT count(*) FILTER (WHERE NOT answered) FROM courier_send_slots") == 0
+
+
+async def test_two_hosts_sending_albums_take_a_fleet_slot_for_each_item(botapi, botapi_bot, store, pg_database):
+    """Sixteen albums of four from two hosts: 64 messages, never more than 30 in any second at
+    Telegram's end, and every slot taken for them is reported answered."""
+    chats = range(3001, 3017)
+    for chat in chats:
+        botapi_bot.inject_text(chat, "/start")
+    botapi_bot.enforce_limits()
+    other_pool = await create_pool(pg_database)
+    try:
+        hosts = [bot(botapi, botapi_bot, ResultsFirstLimiter(max_retries=0, fleet=FleetSlots(pool, botapi_bot.token)))
+                 for pool in (store.pool, other_pool)]
+        async with hosts[0] as first, hosts[1] as second:
+            sent = await asyncio.gather(*(host.send_media_group(chat, album())
+                                          for chat, host in zip(chats, [first, second] * 8, strict=True)),
+                                        return_exceptions=True)
+    finally:
+        await other_pool.close()
+    assert [error for error in sent if isinstance(error, Exception)] == [] and refused(botapi_bot) == []
+    albums = sorted(call.received_at for call in botapi_bot.calls if call.method == "sendMediaGroup")
+    assert busiest([at for at in albums for _ in range(4)], 1.0) <= 30 and albums[-1] - albums[0] >= 2.0
+    async with store.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FILTER (WHERE NOT answered) FROM courier_send_slots") == 0
 
 
