@@ -26,6 +26,7 @@ from pathlib import Path
 from _bot_process import bot_process
 from _common import Deadline, comfyui_server, figure, is_done, load_pack, load_runner, note, percentile
 from _trace import Trace
+from backlog import wait_until
 
 MIN_JOBS_FOR_P99 = 200
 """Jobs measured by default: their 99th percentile is more than the slowest one or two."""
@@ -50,7 +51,7 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline, trace: T
                         break
                     # a chat of its own per job: Telegram's limit per chat (about one message a second)
                     # would pace back-to-back jobs in one chat, and that is not the bot's overhead
-                    overhead = await one_job(emulator, bot, conn, first_user + index, index, trace)
+                    overhead = await one_job(emulator, bot, conn, first_user + index, index, trace, deadline)
                     if index and overhead is not None:
                         overheads.append(overhead)
                     else:
@@ -62,9 +63,10 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline, trace: T
     return overheads
 
 
-async def one_job(emulator, bot, conn, user: int, index: int, trace: Trace) -> float | None:
+async def one_job(emulator, bot, conn, user: int, index: int, trace: Trace, deadline: Deadline) -> float | None:
     """One ``/demo``, its result and "Done" awaited (one job at a time: the first of each after the
-    message is the job's): its overhead (None if ComfyUI gave no execution time)."""
+    message is the job's), then its row's end (recorded once the result went, so it may come just
+    after the "Done"): its overhead (None if ComfyUI gave no execution time)."""
     trace.begin()
     started = time.perf_counter()
     bot.inject_text(user, f"/demo benchmark {index}")
@@ -72,8 +74,13 @@ async def one_job(emulator, bot, conn, user: int, index: int, trace: Trace) -> f
     sent = document.received_at  # not when this task got the loop back
     trace.mark("document", at=sent)
     await emulator.wait_for(lambda: any(is_done(c) and c.received_at > started for c in bot.outbox), timeout=60)
-    row = await conn.fetchrow("SELECT status, result FROM courier_jobs WHERE user_id = $1 ORDER BY id DESC LIMIT 1",
-                              user)
+
+    async def ended():
+        row = await conn.fetchrow("SELECT status, result FROM courier_jobs WHERE user_id = $1 ORDER BY id DESC LIMIT 1",
+                                  user)
+        return row if row["status"] not in ("queued", "running") else None
+
+    row = await wait_until(ended, f"job {index}'s row to end", deadline, timeout=30)
     assert row["status"] == "succeeded", row
     execution_ms = row["result"]["execution_ms"]
     return None if execution_ms is None else (sent - started) * 1000 - execution_ms

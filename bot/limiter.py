@@ -31,15 +31,19 @@ STATUS = "status"
 """``rate_limit_args`` of a status message (a "Queued" reply, a progress edit): results go first."""
 STATUS_SLOTS = 3
 """Status messages past their chat's window at once: all a result may find ahead of it."""
+RESULTS_PER_STATUS = 5
+"""At the bot's window, a waiting status message goes after at most this many results: while a
+backlog's results take every slot, the queue messages still get a sixth (5 a second)."""
 MAX_CHAT_GATES = 1024
 """Chat windows kept before the idle ones are forgotten."""
 
 
 class ResultsFirstLimiter(BaseRateLimiter[str]):
     """Telegram's limits as sliding windows (``windows``); status messages give way to every other
-    request at each window, and no more than ``STATUS_SLOTS`` wait at the bot's at once, so a result
-    never queues behind a backlog of "Queued" replies and progress edits (which the callers coalesce
-    meanwhile).
+    request at each window (at the bot's, to ``RESULTS_PER_STATUS`` in a row at most), and no more
+    than ``STATUS_SLOTS`` wait at the bot's at once, so a result never queues behind a backlog of
+    queue messages and progress edits (which the callers coalesce meanwhile), nor do they wait for
+    a backlog's results to end.
 
     ``fleet``: the slots shared by every host of the bot (``fleet.FleetSlots``); None for one host.
     """
@@ -50,7 +54,7 @@ class ResultsFirstLimiter(BaseRateLimiter[str]):
         self.limits = limits
         self.fleet = fleet
         self._clock = clock
-        self._overall = Gate(limits.overall, clock)
+        self._overall = Gate(limits.overall, clock, status_every=RESULTS_PER_STATUS)
         self._chats: dict[int | str, Gate] = {}
         self._hits = FloodHits()
         self._status_slots = asyncio.Semaphore(STATUS_SLOTS)

@@ -113,11 +113,16 @@ class FloodHits:
 
 class Gate:
     """Requests through one window in the order they came, results before status messages, and
-    none while ``paused_until`` (a 429's ``retry_after``) is ahead."""
+    none while ``paused_until`` (a 429's ``retry_after``) is ahead.
 
-    def __init__(self, limit: Limit, clock: Callable[[], float] = time.monotonic):
+    ``status_every``: a status message that waits goes after at most this many results (None:
+    results always first), so a steady stream of results never starves the acknowledgements."""
+
+    def __init__(self, limit: Limit, clock: Callable[[], float] = time.monotonic, *, status_every: int | None = None):
         self.window = SlidingWindow(limit)
         self.paused_until = 0.0
+        self.status_every = status_every
+        self._results_in_a_row = 0
         self._clock = clock
         self._queues: tuple[deque[tuple[asyncio.Future, int]], ...] = (deque(), deque())
         """Results, then status messages: each a turn and the messages it sends."""
@@ -160,7 +165,9 @@ class Gate:
         """Lets the first turn go once its slots are free (one that asks for several waits for all of
         them, and the turns behind it wait for it: no album's slots are taken piecemeal)."""
         while any(self._queues):
-            queue = self._queues[0] or self._queues[1]
+            results, statuses = self._queues
+            status_due = self.status_every is not None and self._results_in_a_row >= self.status_every
+            queue = statuses if statuses and (status_due or not results) else results
             turn, slots = queue[0]
             if turn.done():  # cancelled meanwhile
                 queue.popleft()
@@ -173,5 +180,6 @@ class Gate:
                 await asyncio.sleep(wait)
             else:
                 queue.popleft()
+                self._results_in_a_row = 0 if queue is statuses else self._results_in_a_row + 1
                 self.window.take(slots)
                 turn.set_result(None)

@@ -20,7 +20,7 @@ from telegram.request import HTTPXRequest
 
 from comfyui_courier.bot.fleet import BATCH, FleetSlots
 from comfyui_courier.bot.limiter import ResultsFirstLimiter
-from comfyui_courier.bot.windows import FloodHits, Limit, SlidingWindow, messages_in
+from comfyui_courier.bot.windows import FloodHits, Gate, Limit, SlidingWindow, messages_in
 from comfyui_courier.emulator.botapi.limits import busiest, is_message
 from comfyui_courier.store import send_slots
 from comfyui_courier.store.pool import create_pool
@@ -62,6 +62,25 @@ def test_however_long_requests_take_no_period_at_telegram_sees_more_than_the_lim
             on_the_way.append(now + latency)
             seen.append(now + rng.uniform(0, latency))
     assert busiest(seen, 1.0) == 5
+
+
+async def test_a_waiting_status_message_goes_after_at_most_status_every_results():
+    """Results first, but a stream of them does not starve a queue message: with ``status_every=2``
+    the two waiting status messages go after the second and the fourth result."""
+    gate = Gate(Limit(1, 0.01), status_every=2)
+    await gate.enter()  # the one slot is held: everything below waits in the gate
+    order = []
+
+    async def send(kind: str) -> None:
+        await gate.enter(status=kind == "s")
+        order.append(kind)
+        gate.done()
+
+    sending = [asyncio.create_task(send(kind)) for kind in "ss" + "r" * 6]
+    await asyncio.sleep(0)  # each has entered the gate
+    gate.done()
+    await asyncio.gather(*sending)
+    assert "".join(order) == "rrsrrsrr"
 
 
 def test_429s_from_several_chats_at_once_are_the_limit_of_all_chats():
