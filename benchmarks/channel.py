@@ -240,8 +240,9 @@ async def flood_part(chats: int, commands: int, deadline: Deadline, backend: str
 
 def counted_times(calls: list) -> list[float]:
     """When each message Telegram counts reached the emulator: an album's once per item."""
-    return [call.received_at for call in calls
-            for _ in range(len(call.params.get("media") or [None]) if call.method == "sendMediaGroup" else 1)]
+    from comfyui_courier.emulator.botapi.limits import message_count
+
+    return [call.received_at for call in calls for _ in range(message_count(call.method, call.params))]
 
 
 def limits(bots: list) -> list[tuple[str, float, str]]:

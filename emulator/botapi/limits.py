@@ -35,6 +35,12 @@ def is_message(method: str, params: dict[str, Any]) -> bool:
             and ("chat_id" in params or "inline_message_id" in params))
 
 
+def message_count(method: str, params: dict[str, Any]) -> int:
+    """How many messages a request Telegram counts (``is_message``) counts as: an album one per item."""
+    media = params.get("media") if method == "sendMediaGroup" else None
+    return len(media) if isinstance(media, list) and media else 1
+
+
 def busiest(times: list[float], period: float) -> int:
     """The most of ``times`` in any ``period`` seconds: what a sliding window would have counted."""
     times = sorted(times)
@@ -56,8 +62,7 @@ class FloodLimits:
         """Counts the request if every window it falls in has room; else the 429 to answer."""
         if not is_message(method, params):
             return None
-        media = params.get("media") if method == "sendMediaGroup" else None
-        count = len(media) if isinstance(media, list) and media else 1
+        count = message_count(method, params)
         chat = params.get("chat_id", params.get("inline_message_id"))
         group = chat.startswith("@") if isinstance(chat, str) else isinstance(chat, int) and chat < 0
         windows = [("bot", OVERALL), (("chat", chat), GROUP if group else PRIVATE_CHAT)]

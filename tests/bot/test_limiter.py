@@ -8,6 +8,7 @@ sharing one PostgreSQL (bot/fleet.py) stay within 30 in any second together.
 """
 
 import asyncio
+import contextlib
 import io
 import random
 
@@ -248,6 +249,19 @@ async def test_the_ledger_holds_a_slot_until_a_period_after_its_answer(store):
         assert await conn.fetchval("SELECT count(*) FROM courier_send_bots") == 3
 
 
+@contextlib.asynccontextmanager
+async def two_hosts(botapi, emulated, store, pg_database):
+    """Two hosts of one bot, each with a pool of its own on one database: their bots, sharing the fleet's slots."""
+    other_pool = await create_pool(pg_database)
+    try:
+        hosts = [bot(botapi, emulated, ResultsFirstLimiter(max_retries=0, fleet=FleetSlots(pool, emulated.token)))
+                 for pool in (store.pool, other_pool)]
+        async with hosts[0] as first, hosts[1] as second:
+            yield [first, second]
+    finally:
+        await other_pool.close()
+
+
 async def test_two_hosts_of_one_bot_stay_within_30_in_any_second_together(botapi, botapi_bot, store, pg_database,
                                                                           monkeypatch):
     """Each host alone would send 30 in a second; through the shared ledger the two together do, in
@@ -256,7 +270,6 @@ async def test_two_hosts_of_one_bot_stay_within_30_in_any_second_together(botapi
     for chat in chats:
         botapi_bot.inject_text(chat, "/start")
     botapi_bot.enforce_limits()
-    other_pool = await create_pool(pg_database)
     asked = []
     real_take = send_slots.take
 
@@ -265,15 +278,9 @@ async def test_two_hosts_of_one_bot_stay_within_30_in_any_second_together(botapi
         return await real_take(*args, **kwargs)
 
     monkeypatch.setattr(send_slots, "take", counting_take)
-    try:
-        hosts = [bot(botapi, botapi_bot, ResultsFirstLimiter(max_retries=0, fleet=FleetSlots(pool, botapi_bot.token)))
-                 for pool in (store.pool, other_pool)]
-        async with hosts[0] as first, hosts[1] as second:
-            sent = await asyncio.gather(*(host.send_message(chat, "result")
-                                          for chat, host in zip(chats, [first, second] * 40, strict=True)),
-                                        return_exceptions=True)
-    finally:
-        await other_pool.close()
+    async with two_hosts(botapi, botapi_bot, store, pg_database) as hosts:
+        sent = await asyncio.gather(*(host.send_message(chat, "result")
+                                      for chat, host in zip(chats, hosts * 40, strict=True)), return_exceptions=True)
     assert [error for error in sent if isinstance(error, Exception)] == [] and refused(botapi_bot) == []
     assert busiest(message_times(botapi_bot), 1.0) <= 30
     assert max(asked) == BATCH and len([wanted for wanted in asked if wanted]) < len(chats)  # several a round trip
@@ -288,16 +295,9 @@ async def test_two_hosts_sending_albums_take_a_fleet_slot_for_each_item(botapi, 
     for chat in chats:
         botapi_bot.inject_text(chat, "/start")
     botapi_bot.enforce_limits()
-    other_pool = await create_pool(pg_database)
-    try:
-        hosts = [bot(botapi, botapi_bot, ResultsFirstLimiter(max_retries=0, fleet=FleetSlots(pool, botapi_bot.token)))
-                 for pool in (store.pool, other_pool)]
-        async with hosts[0] as first, hosts[1] as second:
-            sent = await asyncio.gather(*(host.send_media_group(chat, album())
-                                          for chat, host in zip(chats, [first, second] * 8, strict=True)),
-                                        return_exceptions=True)
-    finally:
-        await other_pool.close()
+    async with two_hosts(botapi, botapi_bot, store, pg_database) as hosts:
+        sent = await asyncio.gather(*(host.send_media_group(chat, album())
+                                      for chat, host in zip(chats, hosts * 8, strict=True)), return_exceptions=True)
     assert [error for error in sent if isinstance(error, Exception)] == [] and refused(botapi_bot) == []
     albums = sorted(call.received_at for call in botapi_bot.calls if call.method == "sendMediaGroup")
     assert busiest([at for at in albums for _ in range(4)], 1.0) <= 30 and albums[-1] - albums[0] >= 2.0
