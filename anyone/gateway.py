@@ -90,6 +90,7 @@ class Policy:
     credentials: frozenset[str] = frozenset()
     node_types: NodeTypes | None = None  # the types a Courier bot may send; None: no prompt passes
     known_types: frozenset[str] = frozenset()
+    graph_check: Callable[[dict], str | None] | None = None  # a graph's inputs judged: a reason to refuse, or None
     client_ids: _Remembered = dataclasses.field(default_factory=_Remembered)  # client_id -> credential digest
     prompts: _Remembered = dataclasses.field(default_factory=_Remembered)  # prompt_id -> credential digest
     files: _Remembered = dataclasses.field(default_factory=_Remembered)  # (digest, type, subfolder, name) -> True
@@ -205,6 +206,8 @@ async def _prompt(request: web.Request, caller: str, policy: Policy) -> Forward 
         return _refuse(f"{EDITOR_ONLY_INPUT} is for the graph editor only")
     if not await policy.sendable({node["class_type"] for node in graph.values()}):
         return _refuse("a node type no Courier command uses")
+    if policy.graph_check is not None and (reason := policy.graph_check(graph)) is not None:
+        return _refuse(reason)
     if policy.prompts.get(prompt_id, caller) != caller or not policy.claim_client(client_id, caller):
         return _refuse("that id belongs to another client")
     policy.prompts.remember(prompt_id, caller)

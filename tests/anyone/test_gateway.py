@@ -1,6 +1,7 @@
 """The hidden service's filtering proxy (anyone/gateway.py) in front of a loopback stand-in for ComfyUI."""
 
 import asyncio
+import json
 
 import aiohttp
 import pytest
@@ -310,3 +311,27 @@ async def test_view_is_only_for_couriers_files(query, status):
     backend.release_rest.set()
     async with serve_app(backend.app()) as target, serve_app(gateway_app(target, policy=policy())) as url:
         assert (await raw_request(url, f"GET /view?{query}"))[0] == status
+
+
+async def test_a_graph_check_refuses_a_graph_with_its_reason():
+    """Policy.graph_check sees each prompt's graph once its node types passed; a reason is a 403 that says it."""
+    backend = Backend()
+    checked = []
+
+    def check(graph: dict) -> str | None:
+        checked.append(graph)
+        return "image names a file outside courier/" if "evil" in json.dumps(graph) else None
+
+    gate = policy()
+    gate.graph_check = check
+    good = {"1": {"class_type": "ImageInvert", "inputs": {"image": "fine.png"}}}
+    bad = {"1": {"class_type": "ImageInvert", "inputs": {"image": "evil.png"}}}
+    async with serve_app(backend.app()) as target, serve_app(gateway_app(target, policy=gate)) as url, \
+            aiohttp.ClientSession(headers=AUTH) as session:
+        async with session.post(f"{url}/prompt", json={"prompt": bad, "client_id": "c", "prompt_id": "p1"}) as reply:
+            assert (reply.status, await reply.text()) == (
+                403, "not available through the hidden service: image names a file outside courier/\n")
+        async with session.post(f"{url}/prompt", json={"prompt": good, "client_id": "c", "prompt_id": "p2"}) as reply:
+            assert reply.status == 200
+    assert checked == [bad, good]
+    assert [seen[:2] for seen in backend.seen] == [("POST", "/prompt")]
