@@ -10,14 +10,23 @@ and the route's rule says yes -- the access policy is that table, nothing else:
 
 * ``/prompt``: a JSON body of at most ``MAX_PROMPT_BYTES`` with only ``prompt``,
   ``client_id`` and ``prompt_id`` (no ``extra_data``, ``number``, ``front``), nodes
-  of the types a Courier bot sends (``node_types``) and no ``send_to_chat``;
-* ``/view`` and ``/upload/image``: only under ``courier/`` of input/output/temp, or
-  (``/view``) a file a prompt of the same credential wrote;
-* ``/history/{id}`` and ``/queue``: other callers' prompts lose their graph and every
-  item its ``extra_data`` but for the caller's own ``client_id``;
+  of the types a Courier bot sends (``node_types``), no ``send_to_chat``, a graph
+  ``graph_check`` passes, and a ``prompt_id`` ComfyUI does not know yet (neither in
+  its queue nor its history, asked each time: 409 otherwise); the prompt is the
+  caller's once ComfyUI accepted it (ownership.py keeps who owns what);
+* ``/view``: only a file the caller uploaded or one of its prompts wrote;
+  ``/upload/image``: only under ``courier/`` of input/output/temp, and a name the
+  caller does not own goes with ``overwrite`` off (ComfyUI then never replaces a
+  file, it picks a free name and says which); ``/courier/files/delete``: only the
+  caller's files and prompts (the others count as ``refused``);
+* ``/history/{id}`` and ``/queue``: only the caller's own prompts, with their graph
+  and ``client_id`` but no other ``extra_data``; other callers' are left out;
 * ``POST /queue``: only ``delete`` of the caller's own prompts; ``/interrupt``: only
   with the id of one of them; ``/ws``: only with a ``clientId`` no other credential
   used (the first to use one owns it; a bot opens its socket before it queues).
+
+Bodies a rule checks are read to their end (Content-Length or chunked: anon hands
+them over in small cells), 413 past the rule's limit.
 
 Everything else gets 403 and never reaches ComfyUI -- the editor, ``/userdata``,
 other packs' routes such as ComfyUI-Manager's node installation.
@@ -41,7 +50,7 @@ import functools
 import hashlib
 import hmac
 import json
-from collections import OrderedDict
+import re
 from collections.abc import Awaitable, Callable, Collection
 from urllib.parse import unquote
 
@@ -51,11 +60,15 @@ from aiohttp.base_protocol import BaseProtocol
 from multidict import CIMultiDict, MultiDictProxy
 from yarl import URL
 
+from .ownership import FileRef, Ledger
+
 CREDENTIAL_HEADER = "X-Courier-Credential"
 MAX_PROMPT_BYTES = 2 * 2**20  # a bot's biggest graph (2,000 nodes, as publishing allows) with its prompt text
 MAX_UPLOAD_BYTES = 32 * 2**20  # a job's input picture: Telegram hands bots files of up to 20 MB
 MAX_CONTROL_BYTES = 64 * 2**10  # /queue and /interrupt bodies
-REMEMBERED = 100_000  # prompt ids, client ids and files per gateway, oldest forgotten first
+MAX_DELETE_BYTES = 2 * 2**20  # /courier/files/delete: up to 10,000 files and prompt ids
+PROMPT_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")  # a uuid4 (the bot's) or any one path segment of that kind
+UPLOAD_FIELDS = ("type", "subfolder", "overwrite")  # what ComfyUI's /upload/image reads beside the image
 COURIER_SUBFOLDER = "courier"
 FOLDER_TYPES = ("input", "output", "temp")
 PROMPT_KEYS = frozenset(("prompt", "client_id", "prompt_id"))
@@ -73,16 +86,6 @@ def digest(credential: str) -> str:
     return hashlib.sha256(credential.encode()).hexdigest()
 
 
-class _Remembered(OrderedDict):
-    """A bounded map: past ``REMEMBERED`` entries the oldest go."""
-
-    def remember(self, key, value) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > REMEMBERED:
-            self.popitem(last=False)
-
-
 @dataclasses.dataclass
 class Policy:
     """What the gateway knows: the credentials it accepts (digests), who queued what, the node types."""
@@ -91,9 +94,8 @@ class Policy:
     node_types: NodeTypes | None = None  # the types a Courier bot may send; None: no prompt passes
     known_types: frozenset[str] = frozenset()
     graph_check: Callable[[dict], str | None] | None = None  # a graph's inputs judged: a reason to refuse, or None
-    client_ids: _Remembered = dataclasses.field(default_factory=_Remembered)  # client_id -> credential digest
-    prompts: _Remembered = dataclasses.field(default_factory=_Remembered)  # prompt_id -> credential digest
-    files: _Remembered = dataclasses.field(default_factory=_Remembered)  # (digest, type, subfolder, name) -> True
+    owned: Ledger = dataclasses.field(default_factory=Ledger)  # each credential's prompt ids, client ids, files
+    queuing: set[str] = dataclasses.field(default_factory=set)  # prompt ids on their way to ComfyUI now
 
     def caller(self, request: web.Request) -> str | None:
         """The digest of the request's credential when it is one we accept, else None."""
@@ -106,16 +108,6 @@ class Policy:
             if hmac.compare_digest(presented, known):
                 matched = known
         return matched
-
-    def claim_client(self, client_id: str, caller: str) -> bool:
-        """Bind ``client_id`` to ``caller`` unless another credential holds it."""
-        if self.client_ids.setdefault(client_id, caller) != caller:
-            return False
-        self.client_ids.remember(client_id, caller)
-        return True
-
-    def owns(self, caller: str, prompt_id: object) -> bool:
-        return isinstance(prompt_id, str) and self.prompts.get(prompt_id) == caller
 
     async def sendable(self, types: set[str]) -> bool:
         """Whether a bot may send nodes of ``types``; an unknown type asks ``node_types`` once more."""
@@ -132,16 +124,18 @@ class Policy:
             for refs in (output.values() if isinstance(output, dict) else ()):
                 for ref in (refs if isinstance(refs, list) else ()):
                     if isinstance(ref, dict) and isinstance(ref.get("filename"), str):
-                        self.files.remember((caller, ref.get("type", "output"), ref.get("subfolder", ""),
-                                             ref["filename"]), True)
+                        self.owned.wrote(caller, (ref.get("type", "output"), ref.get("subfolder", ""),
+                                                  ref["filename"]))
 
 
 @dataclasses.dataclass
 class Forward:
-    """A request the rule let through: its body when the rule read it, and how to rewrite the reply."""
+    """A request the rule let through: its body when the rule read it (a form: built anew), how to rewrite
+    (or take note of) a 200 reply, and what to undo once the exchange is over, however it ended."""
 
-    body: bytes | None = None
+    body: bytes | aiohttp.FormData | None = None
     reply: Callable[[bytes], bytes] | None = None
+    release: Callable[[], None] | None = None
 
 
 Rule = Callable[[web.Request, str, Policy], Awaitable["Forward | web.Response"]]
@@ -152,13 +146,16 @@ def _refuse(reason: str, status: int = 403) -> web.Response:
 
 
 async def _read(request: web.Request, limit: int) -> bytes | web.Response:
-    """The whole body, or a 413 past ``limit`` bytes."""
+    """The whole body (``content.read(n)`` gives only what has arrived: read to its end), or a 413 past
+    ``limit`` bytes."""
     if request.content_length is not None and request.content_length > limit:
         return _refuse(f"body over {limit} bytes", 413)
-    body = await request.content.read(limit + 1)
-    if len(body) > limit:
-        return _refuse(f"body over {limit} bytes", 413)
-    return body
+    body = bytearray()
+    while chunk := await request.content.read(limit + 1 - len(body)):
+        body += chunk
+        if len(body) > limit:
+            return _refuse(f"body over {limit} bytes", 413)
+    return bytes(body)
 
 
 async def _json(request: web.Request, limit: int) -> tuple[bytes, object] | web.Response:
@@ -196,8 +193,9 @@ async def _prompt(request: web.Request, caller: str, policy: Policy) -> Forward 
     if not isinstance(data, dict) or not set(data) <= PROMPT_KEYS:
         return _refuse(f"a prompt takes only {', '.join(sorted(PROMPT_KEYS))}")
     graph, client_id, prompt_id = data.get("prompt"), data.get("client_id"), data.get("prompt_id")
-    if not isinstance(client_id, str) or not client_id or not isinstance(prompt_id, str) or not prompt_id:
-        return _refuse("a prompt needs its client_id and prompt_id")
+    if not isinstance(client_id, str) or not client_id or not isinstance(prompt_id, str) \
+            or not PROMPT_ID.fullmatch(prompt_id):
+        return _refuse("a prompt needs its client_id and a prompt_id of letters, digits, - and _")
     if not isinstance(graph, dict) or not all(
             isinstance(node, dict) and isinstance(node.get("class_type"), str) for node in graph.values()):
         return _refuse("not an API-format graph", 400)
@@ -208,15 +206,59 @@ async def _prompt(request: web.Request, caller: str, policy: Policy) -> Forward 
         return _refuse("a node type no Courier command uses")
     if policy.graph_check is not None and (reason := policy.graph_check(graph)) is not None:
         return _refuse(reason)
-    if policy.prompts.get(prompt_id, caller) != caller or not policy.claim_client(client_id, caller):
-        return _refuse("that id belongs to another client")
-    policy.prompts.remember(prompt_id, caller)
-    return Forward(body)
+    if not policy.owned.claim_client(client_id, caller):
+        return _refuse("that client_id belongs to another client")
+    if prompt_id in policy.queuing:
+        return _refuse("that prompt_id is taken: send a new one", 409)
+    policy.queuing.add(prompt_id)  # before asking ComfyUI: a second request with this id waits for nobody
+    known = None
+    try:
+        known = await _known(request, prompt_id)
+    except (aiohttp.ClientError, OSError, ValueError):
+        pass
+    finally:
+        if known is not False:
+            policy.queuing.discard(prompt_id)
+    if known is not False:
+        return web.Response(status=502, text="ComfyUI is not reachable\n") if known is None else \
+            _refuse("that prompt_id is taken: send a new one", 409)
+
+    def accepted(raw: bytes) -> bytes:
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            return raw
+        if isinstance(reply, dict) and reply.get("prompt_id") == prompt_id:
+            policy.owned.accepted(caller, prompt_id)
+        return raw
+
+    return Forward(body, reply=accepted, release=functools.partial(policy.queuing.discard, prompt_id))
+
+
+async def _known(request: web.Request, prompt_id: str) -> bool:
+    """Whether ComfyUI knows ``prompt_id`` (in its queue or its history): such an id is someone's.
+
+    :raises aiohttp.ClientError, OSError, ValueError: ComfyUI did not answer both, or not with JSON
+    """
+    target, session = request.app[TARGET], request.app[SESSION]
+
+    async def ask(path: str) -> object:
+        url = URL.build(scheme=target.scheme, host=target.raw_host, port=target.port, path=path, encoded=True)
+        async with session.get(url) as reply:
+            reply.raise_for_status()
+            return json.loads(await reply.read())
+
+    queue, history = await asyncio.gather(ask("/queue"), ask(f"/history/{prompt_id}"))
+    queued = [item for items in (queue.values() if isinstance(queue, dict) else ()) if isinstance(items, list)
+              for item in items]
+    return any(isinstance(item, list) and item[1:2] == [prompt_id] for item in queued) or (
+        not isinstance(history, dict) or prompt_id in history)
 
 
 async def _websocket_rule(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
     client_id = request.rel_url.query.get("clientId")
-    if not client_id or not _single(request.rel_url.query, "clientId") or not policy.claim_client(client_id, caller):
+    if not client_id or not _single(request.rel_url.query, "clientId") \
+            or not policy.owned.claim_client(client_id, caller):
         return _refuse("a websocket needs a clientId of its own")
     return Forward()
 
@@ -226,13 +268,16 @@ async def _view(request: web.Request, caller: str, policy: Policy) -> Forward | 
     folder, subfolder, name = query.get("type", "output"), query.get("subfolder", ""), query.get("filename")
     if not _single(query, "type", "subfolder", "filename") or folder not in FOLDER_TYPES or not plain_name(name):
         return _refuse("view takes one plain filename, subfolder and type")
-    if courier_subfolder(subfolder) or (caller, folder, subfolder, name) in policy.files:
+    if policy.owned.has_file(caller, (folder, subfolder, name)):
         return Forward()
-    return _refuse("only Courier's files")
+    return _refuse("only files you uploaded or your prompts wrote")
 
 
 def _stream(data: bytes) -> StreamReader:
-    stream = StreamReader(BaseProtocol(asyncio.get_running_loop()), 2**16, loop=asyncio.get_running_loop())
+    """``data`` as a read stream (its limit above the data's size: a full buffer would pause a protocol
+    that has no transport)."""
+    stream = StreamReader(BaseProtocol(asyncio.get_running_loop()), max(2**16, len(data)),
+                          loop=asyncio.get_running_loop())
     stream.feed_data(data)
     stream.feed_eof()
     return stream
@@ -243,11 +288,16 @@ async def _upload(request: web.Request, caller: str, policy: Policy) -> Forward 
     if isinstance(body, web.Response):
         return body
     fields: dict[str, list[str]] = {}
+    image = b""
     try:
         reader = MultipartReader(request.headers, _stream(body))
         while (part := await reader.next()) is not None:
             name = part.name or ""
-            value = part.filename if name == "image" else (await part.text())
+            if name == "image":
+                image, value = await part.read(), part.filename
+                content_type = part.headers.get("Content-Type", "application/octet-stream")
+            else:
+                value = await part.text()
             await part.release()
             fields.setdefault(name, []).append(value)
     except (AssertionError, ValueError, TypeError, LookupError, aiohttp.ClientError):
@@ -255,26 +305,41 @@ async def _upload(request: web.Request, caller: str, policy: Policy) -> Forward 
     if any(len(values) > 1 for values in fields.values()) or len(fields.get("image", [])) != 1:
         return _refuse("one image, one of each field")
     single = {name: values[0] for name, values in fields.items()}
-    if single.get("type", "input") not in FOLDER_TYPES or not courier_subfolder(single.get("subfolder")) \
-            or not plain_name(single["image"]):
+    folder, subfolder, filename = single.get("type", "input"), single.get("subfolder"), single["image"]
+    if folder not in FOLDER_TYPES or not courier_subfolder(subfolder) or not plain_name(filename):
         return _refuse("uploads go under courier/ only")
-    return Forward(body)
+    if not policy.owned.has_file(caller, (folder, subfolder, filename)):
+        single["overwrite"] = "false"  # another's file (or the local bot's, the editor's) is never replaced
+    form = aiohttp.FormData()
+    form.add_field("image", image, filename=filename, content_type=content_type)
+    for name in UPLOAD_FIELDS:
+        if name in single:
+            form.add_field(name, single[name])
+
+    def stored(raw: bytes) -> bytes:  # {"name", "subfolder", "type"}: where ComfyUI put it
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            return raw
+        if isinstance(reply, dict) and all(isinstance(reply.get(key), str) for key in ("name", "subfolder", "type")):
+            policy.owned.wrote(caller, (reply["type"], reply["subfolder"], reply["name"]))
+        return raw
+
+    return Forward(form, reply=stored)
 
 
-def _strip_item(item: object, caller: str, policy: Policy) -> object:
-    """A queue or history ``prompt`` item [number, prompt_id, graph, extra_data, outputs]: the caller's keeps
-    its graph and client_id only, another's neither."""
-    if not isinstance(item, list) or len(item) < 4:
-        return item
+def _own_item(item: object, caller: str, policy: Policy) -> list | None:
+    """A queue or history ``prompt`` item [number, prompt_id, graph, extra_data, ...] as its owner sees it
+    (its graph, of extra_data only its client_id); None when it is not the caller's."""
+    if not isinstance(item, list) or len(item) < 4 or not isinstance(item[1], str):
+        return None
     extra = item[3] if isinstance(item[3], dict) else {}
-    client_id = extra.get("client_id")
-    if isinstance(client_id, str) and policy.client_ids.get(client_id) == caller:
-        if isinstance(item[1], str):
-            policy.prompts.remember(item[1], caller)  # e.g. a Benchmark node's runs, queued under our client_id
-        return [item[0], item[1], item[2], {"client_id": client_id}, *item[4:]]
-    if policy.owns(caller, item[1]):
-        return [item[0], item[1], item[2], {}, *item[4:]]
-    return [item[0], item[1], {}, {}, *([[]] if len(item) > 4 else [])]
+    ours = policy.owned.client_of(caller, extra.get("client_id"))
+    if ours and not policy.owned.owns(caller, item[1]):
+        policy.owned.accepted(caller, item[1])  # e.g. a Benchmark node's runs, queued under our client_id
+    if not policy.owned.owns(caller, item[1]):
+        return None
+    return [item[0], item[1], item[2], {"client_id": extra["client_id"]} if ours else {}, *item[4:]]
 
 
 def _rewrite(rewrite: Callable[[object], object]) -> Callable[[bytes], bytes]:
@@ -290,14 +355,12 @@ def _rewrite(rewrite: Callable[[object], object]) -> Callable[[bytes], bytes]:
 
 async def _history(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
     def rewrite(data: object) -> object:
-        if not isinstance(data, dict):
-            return {}
-        for prompt_id, entry in data.items():
-            if isinstance(entry, dict):
-                entry["prompt"] = _strip_item(entry.get("prompt"), caller, policy)
-                if policy.owns(caller, prompt_id):
-                    policy.saw_outputs(caller, entry.get("outputs"))
-        return data
+        kept = {}
+        for prompt_id, entry in (data.items() if isinstance(data, dict) else ()):
+            if isinstance(entry, dict) and (item := _own_item(entry.get("prompt"), caller, policy)) is not None:
+                kept[prompt_id] = {**entry, "prompt": item}
+                policy.saw_outputs(caller, entry.get("outputs"))
+        return kept
 
     return Forward(reply=_rewrite(rewrite))
 
@@ -306,8 +369,8 @@ async def _queue(request: web.Request, caller: str, policy: Policy) -> Forward |
     def rewrite(data: object) -> object:
         if not isinstance(data, dict):
             return {}
-        return {key: [_strip_item(item, caller, policy) for item in items] if isinstance(items, list) else items
-                for key, items in data.items()}
+        return {key: [own for item in items if (own := _own_item(item, caller, policy)) is not None]
+                if isinstance(items, list) else items for key, items in data.items()}
 
     return Forward(reply=_rewrite(rewrite))
 
@@ -318,7 +381,7 @@ async def _queue_delete(request: web.Request, caller: str, policy: Policy) -> Fo
         return read
     body, data = read
     if not isinstance(data, dict) or set(data) != {"delete"} or not isinstance(data["delete"], list) \
-            or not all(policy.owns(caller, prompt_id) for prompt_id in data["delete"]):
+            or not all(policy.owned.owns(caller, prompt_id) for prompt_id in data["delete"]):
         return _refuse("only deleting prompts of your own")
     return Forward(body)
 
@@ -328,9 +391,36 @@ async def _interrupt(request: web.Request, caller: str, policy: Policy) -> Forwa
     if isinstance(read, web.Response):
         return read
     body, data = read
-    if not isinstance(data, dict) or set(data) != {"prompt_id"} or not policy.owns(caller, data["prompt_id"]):
+    if not isinstance(data, dict) or set(data) != {"prompt_id"} \
+            or not policy.owned.owns(caller, data["prompt_id"]):
         return _refuse("only interrupting a prompt of your own")
     return Forward(body)
+
+
+async def _files_delete(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
+    """/forget and retention: the caller's files and prompts go on, the others count as ``refused``."""
+    read = await _json(request, MAX_DELETE_BYTES)
+    if isinstance(read, web.Response):
+        return read
+    _, data = read
+    if not isinstance(data, dict) or not set(data) <= {"files", "prompt_ids"} \
+            or not all(isinstance(data.get(key, []), list) for key in ("files", "prompt_ids")):
+        return _refuse("a list of files and one of prompt ids", 400)
+    files = [f for f in data.get("files", []) if (ref := _ref(f)) is not None and policy.owned.has_file(caller, ref)]
+    others = len(data.get("files", [])) - len(files)
+    prompt_ids = [p for p in data.get("prompt_ids", []) if policy.owned.owns(caller, p)]
+
+    def counted(reply: object) -> object:
+        if isinstance(reply, dict) and isinstance(reply.get("refused"), int):
+            reply["refused"] += others
+        return reply
+
+    return Forward(json.dumps({"files": files, "prompt_ids": prompt_ids}).encode(), reply=_rewrite(counted))
+
+
+def _ref(file: object) -> FileRef | None:
+    ref = tuple(file.get(key) for key in ("type", "subfolder", "filename")) if isinstance(file, dict) else ()
+    return ref if len(ref) == 3 and all(isinstance(part, str) for part in ref) else None
 
 
 async def _pass(request: web.Request, caller: str, policy: Policy) -> Forward | web.Response:
@@ -351,7 +441,7 @@ ROUTES: tuple[tuple[str, str, Rule], ...] = (
     ("GET", "/object_info/{}", _pass),
     ("GET", "/system_stats", _pass),
     ("GET", "/courier/health", _pass),
-    ("POST", "/courier/files/delete", _pass),  # /forget and retention; the route deletes only Courier's files
+    ("POST", "/courier/files/delete", _files_delete),  # /forget and retention
 )
 
 TARGET = web.AppKey("courier_gateway_target", URL)
@@ -407,6 +497,16 @@ async def _forward(request: web.Request) -> web.StreamResponse:
         if isinstance(decided, web.Response):
             return decided
         forward = decided
+    try:
+        return await _proxy(request, forward, caller)
+    finally:
+        if forward.release is not None:
+            forward.release()
+
+
+async def _proxy(request: web.Request, forward: Forward, caller: str | None) -> web.StreamResponse:
+    """Send the request on to ComfyUI (``forward.body`` in place of the client's, when a rule read it)."""
+    raw_path = request.rel_url.raw_path
     target = request.app[TARGET]
     url = URL.build(scheme=target.scheme, host=target.raw_host, port=target.port, path=raw_path,
                     query_string=request.rel_url.raw_query_string, encoded=True)
@@ -416,6 +516,10 @@ async def _forward(request: web.Request) -> web.StreamResponse:
         headers["Host"] = f"{target.raw_host}:{target.port}"
     if forward.reply is not None:
         headers.popall("Accept-Encoding", None)  # a reply we rewrite comes as plain JSON
+    if forward.body is not None:  # its length (and a form's boundary) are those of what we send
+        headers.popall("Content-Length", None)
+        if isinstance(forward.body, aiohttp.FormData):
+            headers.popall("Content-Type", None)
     if request.headers.get("Upgrade", "").lower() == "websocket":
         return await _websocket(request, url, headers, caller)
     data = forward.body

@@ -53,6 +53,8 @@ class FakeComfy:
         app = web.Application()
         app.router.add_get("/system_stats", self.system_stats)
         app.router.add_post("/prompt", self.prompt)
+        app.router.add_get("/queue", self.queue)  # the gateway asks whether a prompt id is taken
+        app.router.add_get("/history/{prompt_id}", self.history)
         app.router.add_get("/ws", self.ws)
         app.router.add_route("*", "/{tail:.*}", self.anything)  # /userdata, Manager: must never be reached
         return app
@@ -71,6 +73,12 @@ class FakeComfy:
         self.record(request)
         body = await request.json()
         return web.json_response({"prompt_id": body.get("prompt_id", "p1"), "number": 0, "node_errors": {}})
+
+    async def queue(self, request):
+        return web.json_response({"queue_running": [], "queue_pending": []})
+
+    async def history(self, request):
+        return web.json_response({})
 
     async def ws(self, request):
         """A status text frame, a binary preview frame, then echo what the client sends."""
