@@ -198,13 +198,14 @@ class Courier:
 
     async def _start_anyone(self) -> None:
         from .anyone import AnyoneService
+        from .jobs.file_inputs import refusal
         from .jobs.seed import sendable_node_types
 
         async def node_types():  # this host's stored commands, once the database is open
             return await sendable_node_types(self.store.pool if self.store is not None else None)
 
         self.anyone = AnyoneService(self.settings, self.data_dir, self.local_backend, self.health,
-                                    listen=self.listen, node_types=node_types)
+                                    listen=self.listen, node_types=node_types, graph_check=refusal)
         await self.anyone.start()
 
     async def stop(self) -> None:

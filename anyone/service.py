@@ -14,6 +14,7 @@ see privnet.load_test_network).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from ..logs import get_logger
@@ -37,11 +38,13 @@ class AnyoneService:
     host's Health registry (component ``anyone``); ``listen`` is ComfyUI's
     ``--listen`` value, checked for exposure beyond loopback. ``network_options``
     are extra torrc lines, e.g. a private test network's. ``node_types`` tells the gateway which node
-    types a Courier bot may queue (see gateway.Policy; without it no prompt passes).
+    types a Courier bot may queue (see gateway.Policy; without it no prompt passes); ``graph_check``
+    judges a prompt's input values (the runtime gives ``jobs.file_inputs.refusal``: anyone/ never imports jobs/).
     """
 
     def __init__(self, settings, data_dir: Path, local_backend: str | None = None, health=None, *,
-                 listen: str | None = None, network_options: Options = (), node_types: NodeTypes | None = None):
+                 listen: str | None = None, network_options: Options = (), node_types: NodeTypes | None = None,
+                 graph_check: Callable[[dict], str | None] | None = None):
         self.settings = settings
         self.dir = Path(data_dir) / "anyone"
         self.local_backend = local_backend
@@ -54,6 +57,7 @@ class AnyoneService:
             self.hidden_service = HiddenService(self.dir, client_auth=settings.anyone_client_auth)
             self.gateway = Gateway(local_backend, expose_ui=settings.anyone_expose_ui)
             self.gateway.policy.node_types = node_types
+            self.gateway.policy.graph_check = graph_check
         self.process: AnonProcess | None = None
         self.warning: str | None = None
         self.test_network: Path | None = None  # the test-network.torrc we joined, if any

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import torch
 from comfy_api.latest import io
 
 from .. import imaging
+from ..jobs.file_inputs import NOT_A_COURIER_PICTURE, courier_picture_name
 from ..jobs.options import (
     DEFAULT_DECLARATION,
     DEFAULT_SIZE,
@@ -15,8 +20,10 @@ from ..jobs.options import (
     STEPS_LIMITS,
     declared,
 )
+from ..store.privacy import INPUT_SUBFOLDER
 
 MAX_BATCH = 64
+MAX_INPUT_BYTES = 512 * 2**20  # the most of an input picture that is read
 
 
 class TelegramInput(io.ComfyNode):
@@ -83,8 +90,8 @@ class TelegramInput(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, image="", options=DEFAULT_DECLARATION):
-        if image and not input_image_exists(image):
-            return f"Input image not found: {image}"
+        if image and courier_picture(image) is None:
+            return NOT_A_COURIER_PICTURE
         try:
             declared(options)
         except ValueError as exc:
@@ -93,7 +100,7 @@ class TelegramInput(io.ComfyNode):
 
 
 def load_input_image(name: str):
-    return imaging.decode_image(read_input(name), max_bytes=512 * 2**20)
+    return imaging.decode_image(read_input(name), max_bytes=MAX_INPUT_BYTES)
 
 
 def file_digest(name: str) -> str:
@@ -102,18 +109,46 @@ def file_digest(name: str) -> str:
     return hashlib.sha256(read_input(name)).hexdigest()
 
 
-def read_input(name: str) -> bytes:
-    """The bytes of input file ``name``; an error names it as given, not by its server path (``/history``)."""
+def courier_picture(name: str) -> Path | None:
+    """The regular file ``courier/<plain name>`` names in ComfyUI's input folder, at most
+    ``MAX_INPUT_BYTES`` and not a link out of ``courier/``; None for anything else (nothing is read)."""
     import folder_paths
 
+    plain = courier_picture_name(name)
+    if plain is None:
+        return None
+    folder = Path(folder_paths.get_input_directory(), INPUT_SUBFOLDER)
     try:
-        with open(folder_paths.get_annotated_filepath(name), "rb") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise FileNotFoundError(f"cannot read the input image {name!r}: {exc.strerror or type(exc).__name__}") from None
+        path = (folder / plain).resolve(strict=True)
+        inside = path.parent == folder.resolve(strict=True)
+        info = path.stat()
+    except (OSError, RuntimeError):  # missing, or a loop of links
+        return None
+    return path if inside and stat.S_ISREG(info.st_mode) and info.st_size <= MAX_INPUT_BYTES else None
 
 
-def input_image_exists(name: str) -> bool:
-    import folder_paths
+def read_input(name: str) -> bytes:
+    """The bytes of the Courier input picture ``name``, checked again as it is opened (a file swapped
+    for a link, a FIFO or a larger file since validation is refused, never read past the bound).
 
-    return folder_paths.exists_annotated_filepath(name)
+    :raises ValueError: ``NOT_A_COURIER_PICTURE``, whatever the reason
+    """
+    path = courier_picture(name)
+    data = None if path is None else _read_regular(path, MAX_INPUT_BYTES + 1)
+    if data is None or len(data) > MAX_INPUT_BYTES:
+        raise ValueError(NOT_A_COURIER_PICTURE)
+    return data
+
+
+def _read_regular(path: Path, most: int) -> bytes | None:
+    """At most ``most`` bytes of ``path`` if it is a regular file, not a link, as it is opened; else None.
+    (``O_NONBLOCK``: opening a FIFO does not wait for a writer.)"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        try:
+            return file.read(most) if stat.S_ISREG(os.fstat(file.fileno()).st_mode) else None
+        except OSError:
+            return None

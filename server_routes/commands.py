@@ -18,6 +18,7 @@ from collections.abc import Collection
 
 from aiohttp import web
 
+from .. import i18n
 from ..jobs import autopublish
 from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER, Courier
@@ -69,6 +70,8 @@ async def publish_command(request: web.Request) -> web.Response:
             replace=body.get("replace", False), auto=auto)
     except autopublish.Unusable as exc:
         raise ApiError(400, exc.code, str(exc)) from None
+    except publish.FileRefused as exc:
+        raise ApiError(400, exc.problem.key, exc.problem.render(i18n.catalog(courier.settings.language))) from None
     except WorkflowError as exc:
         raise ApiError(400, "bad_workflow", str(exc)) from None
     except publish.ReservedName as exc:

@@ -12,6 +12,8 @@ from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from ..jobs import autopublish
+from ..jobs.errors import Problem
+from ..jobs.file_inputs import graph_file_problem
 from ..jobs.options import command_options, listing
 from ..jobs.workflow import OUTPUT_NODE, WorkflowError, input_node, nodes_of
 from ..store import commands
@@ -28,6 +30,14 @@ class ReservedName(ValueError):
     """The name belongs to a built-in bot command."""
 
 
+class FileRefused(WorkflowError):
+    """A file input names what a job may not use (``jobs/file_inputs.py``); ``problem`` for the catalog."""
+
+    def __init__(self, problem: Problem):
+        super().__init__(str(problem))
+        self.problem = problem
+
+
 class Published(NamedTuple):
     command: commands.Command
     created: bool
@@ -35,11 +45,14 @@ class Published(NamedTuple):
 
 
 def check_graph(workflow: Any, node_types: Collection[str]) -> None:
-    """Raise WorkflowError unless ``workflow`` is an API-format graph that can serve as a command."""
+    """Raise WorkflowError unless ``workflow`` is an API-format graph that can serve as a command
+    (FileRefused where a file input names what a job may not use)."""
     check_nodes(workflow, node_types)
     command_options(workflow)  # one Telegram Input, and a well-formed declaration of options
     if not nodes_of(workflow, OUTPUT_NODE):
         raise WorkflowError("a command needs at least one Telegram Output node")
+    if (problem := graph_file_problem(workflow)) is not None:
+        raise FileRefused(problem)
 
 
 def check_nodes(workflow: Any, node_types: Collection[str]) -> None:

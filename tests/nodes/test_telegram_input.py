@@ -1,10 +1,19 @@
-"""Telegram Input without ComfyUI running: the editor defaults render a card, the job's values pass through."""
+"""Telegram Input without ComfyUI running: the editor defaults render a card, the job's values pass through,
+and its picture is only ever the job's upload under ``input/courier/`` (issue 27, item 1)."""
+
+import hashlib
+import io
+import os
+
+import pytest
+from PIL import Image
 
 from comfyui_courier.tests.support.requires import require_comfy_api, require_module
 
 torch = require_module("torch", "ComfyUI's requirements bring it")
 require_comfy_api()
-from comfyui_courier.nodes.telegram_input import TelegramInput  # noqa: E402 - needs comfy_api importable
+from comfyui_courier.nodes import telegram_input  # noqa: E402 - needs comfy_api importable
+from comfyui_courier.nodes.telegram_input import NOT_A_COURIER_PICTURE, TelegramInput  # noqa: E402
 
 
 def receive(**values):
@@ -69,3 +78,89 @@ def test_a_malformed_options_declaration_fails_validation_in_the_editor():
     message = TelegramInput.validate_inputs(options="steps=50-1")
     assert isinstance(message, str) and "steps" in message
     assert "colour" in TelegramInput.validate_inputs(options="colour")
+
+
+# --- the picture: only the job's upload, courier/<name> in ComfyUI's input folder -------------------
+
+@pytest.fixture
+def input_folder(tmp_path):
+    """ComfyUI's input folder set to a fresh ``tmp_path/input`` with ``courier/`` in it; a picture
+    outside it (``tmp_path/private.png``) and one inside (``courier/job-1.png``)."""
+    import folder_paths
+
+    before = folder_paths.get_input_directory()
+    folder = tmp_path / "input"
+    (folder / "courier").mkdir(parents=True)
+    picture = png_bytes()
+    (folder / "courier" / "job-1.png").write_bytes(picture)
+    (tmp_path / "private.png").write_bytes(picture)
+    (folder / "outside.png").write_bytes(picture)
+    folder_paths.set_input_directory(str(folder))
+    yield folder
+    folder_paths.set_input_directory(before)
+
+
+def png_bytes(size=(8, 6)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, (200, 80, 40)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def refused(name: str) -> bool:
+    """Refused at validation, with the one message; and refused where it would be read."""
+    message = TelegramInput.validate_inputs(image=name)
+    with pytest.raises(ValueError) as raised:
+        telegram_input.read_input(name)
+    return message == NOT_A_COURIER_PICTURE == str(raised.value)
+
+
+def test_the_job_s_upload_is_read(input_folder):
+    assert TelegramInput.validate_inputs(image="courier/job-1.png") is True
+    image = receive(**{**defaults(), "image": "courier/job-1.png"})[1]
+    assert image.shape == (1, 6, 8, 3)
+    assert TelegramInput.fingerprint_inputs(image="courier/job-1.png") == hashlib.sha256(
+        (input_folder / "courier" / "job-1.png").read_bytes()).hexdigest()
+
+
+def test_a_path_an_annotation_or_another_folder_is_refused_with_one_message(input_folder, tmp_path):
+    output = tmp_path / "output"
+    output.mkdir()
+    (output / "secret.png").write_bytes(png_bytes())
+    for name in (str(tmp_path / "private.png"), "/etc/hostname", "/etc/nope.png", "../private.png",
+                 "courier/../outside.png", "courier/../../private.png", "outside.png", "outside.png [input]",
+                 "courier/job-1.png [input]", "secret.png [output]", "courier/job-1.png[output]",
+                 "courier/missing.png", "courier/", "courier/.", "courier\\job-1.png", "courier/sub/job-1.png",
+                 "/dev/zero", "courier//job-1.png"):
+        assert refused(name), name
+    assert str(tmp_path) not in NOT_A_COURIER_PICTURE and "telegram_input" not in NOT_A_COURIER_PICTURE
+
+
+def test_a_link_out_of_courier_is_refused_and_one_inside_is_read(input_folder, tmp_path):
+    (input_folder / "courier" / "out.png").symlink_to(tmp_path / "private.png")
+    (input_folder / "courier" / "dir").symlink_to(tmp_path)
+    (input_folder / "courier" / "same.png").symlink_to(input_folder / "courier" / "job-1.png")
+    assert refused("courier/out.png") and refused("courier/dir")
+    assert telegram_input.read_input("courier/same.png") == (input_folder / "courier" / "job-1.png").read_bytes()
+
+
+def test_a_fifo_a_device_a_folder_or_an_oversized_file_is_refused_unread(input_folder, monkeypatch):
+    courier = input_folder / "courier"
+    os.mkfifo(courier / "fifo.png")  # opened for reading it would block until a writer came
+    (courier / "zero.png").symlink_to("/dev/zero")
+    (courier / "folder.png").mkdir()
+    monkeypatch.setattr(telegram_input, "MAX_INPUT_BYTES", 1000)
+    with open(courier / "big.png", "wb") as big:
+        big.truncate(1001)
+    for name in ("courier/fifo.png", "courier/zero.png", "courier/folder.png", "courier/big.png"):
+        assert refused(name), name
+
+
+def test_a_file_grown_past_the_bound_after_validation_is_read_no_further(input_folder, monkeypatch):
+    monkeypatch.setattr(telegram_input, "MAX_INPUT_BYTES", 1000)
+    grown = input_folder / "courier" / "grown.png"
+    grown.write_bytes(b"x" * 1000)
+    assert TelegramInput.validate_inputs(image="courier/grown.png") is True
+    monkeypatch.setattr(telegram_input, "courier_picture", lambda name: grown)  # as it was at validation
+    grown.write_bytes(b"x" * 5000)
+    with pytest.raises(ValueError, match="not a Courier input picture"):
+        telegram_input.read_input("courier/grown.png")

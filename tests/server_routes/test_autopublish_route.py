@@ -67,6 +67,9 @@ async def test_choices_pick_the_picture_and_the_outputs(api, store):
     assert status == 201, reply
     assert reply["command"]["requires_image"] is True
     assert [o["node"] for o in reply["found"]["outputs"]] == ["9", "12"]
+    status, reply, _ = await auto(api, workflow, name="fixed", image=None)  # its LoadImage stays: input/a.png
+    assert (status, reply["error"]["code"]) == (400, "file_input_refused"), reply
+    workflow["10"]["inputs"]["image"] = "courier/a.png"  # a picture of Courier's own folder may stay
     status, reply, _ = await auto(api, workflow, name="fixed", image=None)
     assert (status, reply["command"]["requires_image"]) == (201, False), reply
     assert (await commands.get_command(store.pool, "fixed")).workflow["10"]["class_type"] == "LoadImage"

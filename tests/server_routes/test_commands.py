@@ -7,11 +7,12 @@ import types
 import pytest
 from yarl import URL
 
+from comfyui_courier import i18n
 from comfyui_courier.jobs.options import command_options, offered
 from comfyui_courier.jobs.seed import seed_commands
 from comfyui_courier.server_routes.api import MAX_BODY_BYTES
 from comfyui_courier.store import commands
-from comfyui_courier.tests.server_routes.helpers import demo_graph
+from comfyui_courier.tests.server_routes.helpers import NODE_TYPES, demo_graph
 
 
 async def publish(api, **body):
@@ -266,3 +267,26 @@ async def test_publish_inside_comfyui_checks_the_loaded_nodes(courier_api, store
     comfy_nodes.NODE_CLASS_MAPPINGS["ImageSharpen"] = object
     status, _, _ = await publish(api, name="mycmd")
     assert status == 201
+
+
+@pytest.mark.parametrize("node,name,value", [
+    ("1", "image", "/etc/hostname"), ("1", "image", "../private.png"), ("1", "image", "render.png [output]"),
+    ("1", "image", "example.png"), ("10", "image", "/srv/private.png"), ("10", "image", "photo.png"),
+    ("3", "filename_prefix", "../elsewhere"),
+])
+async def test_a_graph_naming_a_file_outside_courier_s_folders_is_refused_and_not_stored(
+        courier_api, store, node, name, value):
+    """Issue 27 item 1: every user who ran such a command would be sent that server file."""
+    api = await courier_api({"COURIER_LANGUAGE": "de"}, store=store, node_types=NODE_TYPES | {"LoadImage"})
+    graph = demo_graph()
+    graph["10"] = {"class_type": "LoadImage", "inputs": {"image": "courier/job-1.png"}}
+    graph["11"] = {"class_type": "CourierTelegramOutput", "inputs": {"images": ["10", 0], "filename_prefix": "x"}}
+    status, reply, _ = await api.send("POST", "/courier/commands", json={"workflow": graph, "name": "fine"})
+    assert status == 201, reply  # the same graph, its files under courier/
+    graph[node]["inputs"][name] = value
+    status, reply, _ = await api.send("POST", "/courier/commands", json={"workflow": graph, "name": "leak"})
+    assert (status, reply["error"]["code"]) == (400, "file_input_refused"), reply
+    assert reply["error"]["message"] == i18n.text("de", "file_input_refused", node_id=node,
+                                                  node_type=graph[node]["class_type"], input_name=name)
+    assert value not in reply["error"]["message"]
+    assert await commands.get_command(store.pool, "leak") is None

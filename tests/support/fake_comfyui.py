@@ -48,6 +48,7 @@ from PIL import Image, ImageFilter, ImageOps
 
 from comfyui_courier import imaging
 from comfyui_courier.jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
+from comfyui_courier.jobs.file_inputs import NOT_A_COURIER_PICTURE, courier_picture_name
 from comfyui_courier.nodes.prefix import courier_prefix
 
 COMFYUI_VERSION = "0.3.64"
@@ -190,6 +191,11 @@ def _telegram_output(fake, filename_prefix="courier/result", images=None, video=
     if bot_job and sum(map(len, pngs)) <= PUSH_MAX_BYTES:  # pushed to the queuing client, as the node's hand_back
         fake.frames_to_push += [struct.pack(">I", _PREVIEW_IMAGE) + png_preview_payload(png) for png in pngs]
     return (), {"images": refs}
+
+
+def _courier_picture(fake: FakeComfyUI, name: str) -> str | None:
+    """Telegram Input's check (nodes/telegram_input.py): only an uploaded ``courier/<name>``, one message."""
+    return None if not name or (courier_picture_name(name) and fake.has_input_file(name)) else NOT_A_COURIER_PICTURE
 
 
 def _input_exists(message: str) -> Callable[[FakeComfyUI, str], str | None]:
@@ -381,7 +387,7 @@ CORE_NODES: dict[str, NodeSpec] = {
 }
 
 _PACK_RUNNERS = {
-    "CourierTelegramInput": (_telegram_input, ("image", _input_exists("Input image not found: {}"))),
+    "CourierTelegramInput": (_telegram_input, ("image", _courier_picture)),
     "CourierTelegramOutput": (_telegram_output, None),
     "CourierNativeSize": (None, None),  # it reads a loaded model: runs only where weights do
 }
