@@ -25,6 +25,8 @@ from _trace import Recorder
 
 START_TIMEOUT_S = 120
 TRACE_FILE = "COURIER_BENCH_TRACE"
+ALLOWED = "COURIER_BENCH_ALLOWED_USERS"
+"""The bot's ``COURIER_ALLOWED_USERS`` (everyone, ``*``, unless a benchmark needs strangers)."""
 
 
 async def main(token: str, api_url: str, max_jobs: str, data_dir: str, backend: str | None = None) -> int:
@@ -36,7 +38,8 @@ async def main(token: str, api_url: str, max_jobs: str, data_dir: str, backend: 
     from comfyui_courier.runtime import Courier
 
     settings = load_settings(None, {"TELEGRAM_BOT_TOKEN": token, "COURIER_TELEGRAM_API_URL": api_url,
-                                    "COURIER_MAX_JOBS_PER_USER": max_jobs, "COURIER_ALLOWED_USERS": "*"})
+                                    "COURIER_MAX_JOBS_PER_USER": max_jobs,
+                                    "COURIER_ALLOWED_USERS": os.environ.get(ALLOWED, "*")})
     courier = Courier(settings, Path(data_dir), backend)
     await courier.start()
     await courier.booted()
@@ -56,12 +59,12 @@ async def main(token: str, api_url: str, max_jobs: str, data_dir: str, backend: 
 
 @contextlib.asynccontextmanager
 async def bot_process(emulator, bot, max_jobs: int, *, backend: str | None = None, stop_timeout=lambda: 60.0,
-                      trace_file: Path | None = None):
+                      trace_file: Path | None = None, allowed: str = "*"):
     """Run this script for ``bot`` of ``emulator``; yields (the process, its start-up line as a dict).
     On exit its stdin closes and it gets ``stop_timeout()`` seconds to drain its replies and stop
-    (then, with ``trace_file``, its trace marks are there)."""
+    (then, with ``trace_file``, its trace marks are there). ``allowed``: who the bot lets in."""
     data_dir = Path(tempfile.mkdtemp(prefix="courier-bench-bot-"))
-    env = {**os.environ, TRACE_FILE: str(trace_file)} if trace_file else None
+    env = {**os.environ, ALLOWED: allowed, **({TRACE_FILE: str(trace_file)} if trace_file else {})}
     process = await asyncio.create_subprocess_exec(
         sys.executable, __file__, bot.token, emulator.url, str(max_jobs), str(data_dir),
         *([backend] if backend else []), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env)

@@ -6,17 +6,19 @@ and those an admin let in with ``/allow`` (``*`` lets in everyone). It takes ids
 ``@usernames``. A username is bound in PostgreSQL to the id it first comes with, since a Telegram
 username can later pass to someone else: from then on the stored id is let in, not whoever has
 the name. Admins are those of ``COURIER_ADMIN_USERS`` and those made in PostgreSQL: while the bot
-has none there, every host that starts it prints a one-time owner code, and ``/start <code>``
-makes its sender the first admin (any printed code works once; the first used spends them all).
-The code has 128 random bits, so guessing is moot; claims run one at a time per host, and a wrong
-code is answered as if the sender had sent none. Admins are always let in, cannot be banned and
-have no quota; a banned user is turned away before any handler runs.
+has none there, every host that starts it prints a one-time owner code on its console (never in
+a log: ``offer_ownership``), and ``/start <code>`` makes its sender the first admin (any printed
+code works once; the first used spends them all). The code has 128 random bits, so guessing is
+moot; claims run one at a time per host, and a wrong code is answered as if the sender had sent
+none. Admins are always let in, cannot be banned and have no quota; a banned user is turned away
+before any handler runs (told so once in a while: ``refusals``).
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+import sys
 from datetime import datetime
 
 from telegram import Update
@@ -27,6 +29,7 @@ from ..logs import get_logger
 from ..store import access, jobs
 from .context import CHOSEN_LANGUAGE, STORED_ADMIN, CourierContext
 from .parsing import clean_text, parse_command
+from .refusals import BANNED, QUOTA, STRANGER
 
 log = get_logger("bot")
 
@@ -50,8 +53,13 @@ def allowed_names(settings: Settings) -> list[str]:
     return [entry[1:] for entry in settings.allowed_users if isinstance(entry, str) and entry != EVERYONE]
 
 
+OWNER_MADE = "owner_made"
+"""``refusal``'s verdict for ``/start <owner code>`` that made its sender the first admin."""
+
+
 async def refusal(update: Update, context: CourierContext) -> str | None:
-    """What the user behind ``update`` is told in place of handling it, in their language; None if they
+    """Why the user behind ``update`` is not let in, as the catalog key of what they are told in
+    place of handling it (``OWNER_MADE``, ``refusals.BANNED``, ``refusals.STRANGER``); None if they
     may come in.
 
     On the way, the language they chose (``/lang``) is read for ``context.language``: it holds
@@ -72,11 +80,11 @@ async def refusal(update: Update, context: CourierContext) -> str | None:
     if is_admin(update, context):
         return None
     if admission.owner_wanted and not context.settings.admin_users and await claim_owner(update, context):
-        return context.t(update, "owner_made", user_id=user.id)
+        return OWNER_MADE
     if admission.banned:
-        return context.t(update, "banned")
+        return BANNED
     if not admission.allowed:
-        return context.t(update, "not_allowed", user_id=user.id)
+        return STRANGER
     return None
 
 
@@ -108,14 +116,29 @@ async def claim_owner(update: Update, context: CourierContext) -> bool:
 
 
 async def offer_ownership(pool, settings: Settings, bot_username: str) -> None:
-    """While the bot has no admin, print a fresh one-time owner code (the one place it is shown)."""
+    """While the bot has no admin, print a fresh one-time owner code on the console (the one place it
+    is shown).
+
+    Never through ``logging``, nor ``sys.stderr``: in ComfyUI both end in the log buffer that
+    ComfyUI serves to whoever reaches it (``GET /internal/logs``, the frontend's log stream), which
+    would hand the bot to the first stranger who reads it. ``sys.__stderr__`` is the process's own
+    stderr, under ComfyUI's interceptor: the terminal, or the service's journal.
+    """
     if settings.admin_users:
+        return
+    console = sys.__stderr__
+    if console is None:
+        log.warning("the bot has no admin, and there is no console to print its owner code on: set "
+                    "COURIER_ADMIN_USERS to your Telegram user id")
         return
     code = secrets.token_urlsafe(16)
     if await access.add_owner_code(pool, code):
-        log.warning("the bot has no admin yet: send /start %s to @%s (or open https://t.me/%s?start=%s) "
-                    "from your Telegram account to become its owner; the code works once", code, bot_username,
-                    bot_username, code)
+        log.warning("the bot has no admin yet: its one-time owner code is printed on the console (stderr), "
+                    "not in this log")
+        console.write(f"[Courier] the bot has no admin yet: send /start {code} to @{bot_username} (or open "
+                      f"https://t.me/{bot_username}?start={code}) from your Telegram account to become its owner; "
+                      f"the code works once\n")
+        console.flush()
 
 
 def clock(moment: datetime | None) -> str:
@@ -129,7 +152,9 @@ def quota_of(update: Update, context: CourierContext) -> Quota | None:
     if is_admin(update, context) or not (settings.quota_hour or settings.quota_day):
         return None
 
-    async def refuse(spent: str) -> None:
+    async def refuse(spent: str) -> None:  # one reply for a burst of commands past the quota
+        if not context.bot_data.refusals.due(QUOTA, update.effective_user.id):
+            return
         usage = await access.quota_usage(context.pool, update.effective_user.id)
         await update.effective_message.reply_text(quota_line(update, context, spent, usage))
 

@@ -15,6 +15,7 @@ from ..jobs.submit import announce, submit
 from .limiter import STATUS
 from .parsing import profile
 from .queue_message import QueueMessages
+from .refusals import BUSY, Refusals
 from .sink import delete_message
 
 CHOSEN_LANGUAGE = "language"
@@ -43,6 +44,8 @@ class BotData:
     """Updates whose senders were told their command waits for the database."""
     owner_claims: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     """Held by an owner code's claim: a flood of guesses costs PostgreSQL one claim at a time."""
+    refusals: Refusals = dataclasses.field(default_factory=Refusals)
+    """Which refusals were told lately, and the sender of those to people the bot does not serve."""
     publish_admin_menu: Callable[[int], Awaitable[None]] | None = None
     """Publishes the admins' command menu in one more admin's chat (``BotService``)."""
 
@@ -84,14 +87,19 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
 
     async def submit_job(self, update, command: str, params: dict, *, quota=None, part: int = 0,
                          announced: Callable[[int], str] | None = None) -> int | None:
-        """Queue a job for the sender of ``update`` (at their cap they are told so, and nothing is
-        queued; so with a spent ``quota``, a ``jobs.submit.Quota``; a second delivery of ``update``
-        queues nothing and gets no reply; ``part`` numbers the jobs one update asks for), return its
-        id (None: nothing queued), and have the chat's queue message list it (``queue_message``: in a
-        task of its own, after a moment, so a job that starts at once needs none); or, with ``announced``,
-        reply ``announced(position)`` to it, which becomes the job's status message
+        """Queue a job for the sender of ``update`` (at their cap they are told so, once for a burst
+        of commands (``refusals``), and nothing is queued; so with a spent ``quota``, a
+        ``jobs.submit.Quota``; a second delivery of ``update`` queues nothing and gets no reply;
+        ``part`` numbers the jobs one update asks for), return its id (None: nothing queued), and
+        have the chat's queue message list it (``queue_message``: in a task of its own, after a
+        moment, so a job that starts at once needs none); or, with ``announced``, reply
+        ``announced(position)`` to it, which becomes the job's status message
         (``jobs.submit.announce``: ``/bench``, whose reply says more than a queue line)."""
         message, user = update.effective_message, update.effective_user
+
+        async def refuse(count: int) -> None:  # one reply for a burst of commands at the cap
+            if self.bot_data.refusals.due(BUSY, user.id):
+                await message.reply_text(self.nt(update, "too_many_jobs", count))
 
         async def post_status(position: int) -> int:
             return (await self.bot.send_message(
@@ -101,7 +109,7 @@ class CourierContext(CallbackContext[ExtBot, dict, dict, BotData]):
                               profile=profile(user), reply_to_message_id=message.message_id,
                               max_active=self.settings.max_jobs_per_user,
                               update=(self.bot.id, update.update_id, part),
-                              refuse=lambda count: message.reply_text(self.nt(update, "too_many_jobs", count)),
+                              refuse=refuse,
                               quota=quota)
         if job_id is not None and announced is not None:
             self.application.create_task(announce(self.pool, job_id, post_status,

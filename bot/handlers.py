@@ -37,6 +37,7 @@ from .options import option_lines
 from .outage import defer, tell_waiting
 from .parsing import clean_text, echo, parse_command
 from .queueing import queue_command
+from .refusals import ANONYMOUS
 
 log = get_logger("bot")
 
@@ -66,27 +67,32 @@ async def gatekeeper(update: Update, context: CourierContext) -> None:
 
 
 async def _admit(update: Update, context: CourierContext) -> None:
-    """Return if ``update`` may go on, else raise ApplicationHandlerStop (having told its sender why).
+    """Return if ``update`` may go on, else raise ApplicationHandlerStop (its sender told why, once in
+    a while: ``refusals``).
 
     Edits, channel posts and other kinds of update are dropped (an edit never queues a job
     twice). Anonymous group admins and posts on behalf of a channel all share one sender id,
     so nobody can be trusted or capped behind it: a command from one is refused politely.
     """
-    message = update.message
+    message, refusals = update.message, context.bot_data.refusals
     if message is None and update.callback_query is None:
         raise ApplicationHandlerStop
     if message is not None and (message.sender_chat is not None or message.from_user is None):
         if not message.is_automatic_forward and parse_command(message.text or message.caption,
                                                               context.bot.username):
-            await message.reply_text(context.t(update, "anonymous_sender"))
+            refusals.tell(ANONYMOUS, message.chat_id, message, context.t(update, ANONYMOUS))
         raise ApplicationHandlerStop
-    refused = await access.refusal(update, context)
+    refused, user = await access.refusal(update, context), update.effective_user
     if refused is None:
+        refusals.let_in(user.id)
         return
-    if update.effective_message is not None:
-        await update.effective_message.reply_text(refused)
-    elif update.callback_query is not None:
-        await update.callback_query.answer(refused)
+    said = context.t(update, refused, user_id=user.id)
+    if update.callback_query is not None:  # each press is answered (no message: not counted by Telegram)
+        await update.callback_query.answer(said)
+    elif refused == access.OWNER_MADE:
+        await message.reply_text(said)
+    else:  # once in a while, and never waited for here (``refusals``)
+        refusals.tell(refused, user.id, message, said)
     raise ApplicationHandlerStop
 
 

@@ -170,6 +170,7 @@ class BotService:
             if self._poller is not None:
                 await self._poller.stop()
             await self.application.bot_data.queue_messages.flush()
+            await self.application.bot_data.refusals.close()
             await self.application.stop()
             self._started = False
         await self.application.shutdown()

@@ -298,8 +298,8 @@ async def feed(harness, update: Update) -> list[str]:
     before = len(bot.calls)
     queued = bot.inject_update(update.to_dict())
     await application.process_update(Update.de_json(queued, application.bot))
-    await asyncio.gather(*(task for task in asyncio.all_tasks()  # the chat's queue message, sent after commit
-                           if task.get_name().startswith("courier-queue-")))
+    await asyncio.gather(*(task for task in asyncio.all_tasks()  # the chat's queue message, sent after commit,
+                           if task.get_name().startswith(("courier-queue-", "courier-refusals"))))  # or a refusal
     if errors:
         raise errors[0]
     said = []

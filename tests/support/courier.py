@@ -32,6 +32,12 @@ async def running_courier(botapi, botapi_bot, pg_database: str, backend_url: str
         await service.stop()
 
 
+async def refusals_sent() -> None:
+    """Wait until the refusals a running Courier decided to tell have gone (``bot.refusals``: a task
+    of this loop sends them, and ends when none is left)."""
+    await asyncio.gather(*(task for task in asyncio.all_tasks() if task.get_name() == "courier-refusals"))
+
+
 def replies_to(request: dict):
     """Whether a Bot API call answers ``request`` (message ids count per chat: the chat must match too)."""
     return lambda call: (call.result.get("chat", {}).get("id") == request["chat"]["id"]
