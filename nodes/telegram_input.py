@@ -44,7 +44,8 @@ class TelegramInput(io.ComfyNode):
                 io.Int.Input("width", default=DEFAULT_SIZE, min=SIZE_LIMITS[0], max=SIZE_LIMITS[1], step=8),
                 io.Int.Input("height", default=DEFAULT_SIZE, min=SIZE_LIMITS[0], max=SIZE_LIMITS[1], step=8),
                 io.String.Input("image", optional=True, default="",
-                                tooltip="Uploaded input image name; set by the bot"),
+                                tooltip="The job's uploaded picture, courier/<name> in ComfyUI's input folder; "
+                                        "set by the bot (nothing else is read)"),
                 io.Boolean.Input("require_image", optional=True, default=False,
                                  tooltip="The command edits the user's picture (reply, caption or last result)"),
                 io.String.Input("chat_id", optional=True, default=""),
