@@ -12,10 +12,14 @@ is one of the private network's exit relays; a direct connection would be this t
 """
 
 import asyncio
+import io
 import os
+import random
 import signal
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from comfyui_courier import i18n
 from comfyui_courier.anyone.errors import PrivateNetworkError
@@ -32,6 +36,7 @@ USER = 111
 BOOT_S = 120  # anon bootstrap on the private network (~5 s) + PostgreSQL + the first Bot API call
 RESULT_S = 120  # a fresh .anon backend: descriptor fetch, rendezvous, maybe one dispatcher retry (5 s)
 ADDRESS_S = 120  # ComfyUI's anon: launch, bootstrap, keys
+ADMIN_TOKEN = "e2e-admin-token"  # a hidden service shows its address only to the token
 
 
 class OwnerGate:
@@ -238,11 +243,12 @@ async def test_the_bots_anon_killed_mid_job_finishes_the_job_once_anon_is_back(
     assert not any("failed" in (text or "") for text in said), said
 
 
-async def test_comfyui_with_the_pack_is_a_hidden_service_the_bot_runs_demo_on(
-        anyone_privnet, anon_binary, comfyui_factory, start_courier, botapi_bot):
-    """A real ComfyUI publishes itself on the private network; the bot's /demo job reaches it as .anon only."""
+async def comfyui_hidden_service(anyone_privnet, anon_binary, comfyui_factory) -> tuple[str, object]:
+    """A real ComfyUI with the pack, published as a hidden service on the private network: (its
+    ``http://<id>.anon`` URL, the ComfyUI process), once ``/courier/anyone`` says it is up."""
     comfy = comfyui_factory(start=False, env={
-        "COURIER_ANYONE": "1", "COURIER_ANYONE_AGREE_TO_TERMS": "1", "COURIER_ANON_BINARY": str(anon_binary)})
+        "COURIER_ANYONE": "1", "COURIER_ANYONE_AGREE_TO_TERMS": "1", "COURIER_ANON_BINARY": str(anon_binary),
+        "COURIER_ADMIN_TOKEN": ADMIN_TOKEN})
     comfy.prepare()
     anyone_privnet.write_test_network(comfy.user_directory / "courier")
     await asyncio.to_thread(comfy.start)
@@ -250,7 +256,7 @@ async def test_comfyui_with_the_pack_is_a_hidden_service_the_bot_runs_demo_on(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ADDRESS_S
     while True:  # the pack starts anon in the background; /courier/anyone says when it is up
-        status = await asyncio.to_thread(comfy.get_json, "/courier/anyone")
+        status = await asyncio.to_thread(comfy.get_json, "/courier/anyone", token=ADMIN_TOKEN)
         if status["state"] == "ok" and status["onion_address"]:
             break
         assert loop.time() < deadline, f"no hidden service after {ADDRESS_S} s: {status}\n{comfy.log_tail()}"
@@ -259,11 +265,48 @@ async def test_comfyui_with_the_pack_is_a_hidden_service_the_bot_runs_demo_on(
     assert status["url"] == f"http://{status['onion_address']}/"
     assert "warning" not in status  # --listen 127.0.0.1, client authorization on, only the bot's routes
     assert status["client_auth"] is True and status["expose_ui"] is False
+    return f"http://{status['onion_address']}", comfy
 
-    url = f"http://{status['onion_address']}"  # through the gateway: /prompt, /ws, /history, /view of a real ComfyUI
+
+async def test_comfyui_with_the_pack_is_a_hidden_service_the_bot_runs_demo_on(
+        anyone_privnet, anon_binary, comfyui_factory, start_courier, botapi_bot):
+    """A real ComfyUI publishes itself on the private network; the bot's /demo job reaches it as .anon only."""
+    url, comfy = await comfyui_hidden_service(anyone_privnet, anon_binary, comfyui_factory)
+    # through the gateway: /prompt, /ws, /history, /view of a real ComfyUI
     courier = await start_courier(COURIER_BACKENDS=url, COURIER_PRIVATE_MODE="1",
                                   key_from=comfy.user_directory / "courier")
     await demo_result(botapi_bot, courier)
+
+
+def noise_photo(size: int) -> bytes:
+    """A PNG of about ``size`` bytes (random noise does not compress): a real photo's size."""
+    side = int((size / 3) ** 0.5)
+    out = io.BytesIO()
+    Image.frombytes("RGB", (side, side), random.Random(side).randbytes(side * side * 3)).save(out, "PNG")
+    return out.getvalue()
+
+
+async def test_a_real_size_photo_is_edited_on_an_anon_backend(
+        anyone_privnet, anon_binary, comfyui_factory, start_courier, botapi_bot):
+    """A ~1 MB photo (sent as a file: Telegram keeps its bytes) reaches the real ComfyUI through anon's small
+    cells and the gateway (its body read whole: issue 27, item 4) and comes back inverted."""
+    url, comfy = await comfyui_hidden_service(anyone_privnet, anon_binary, comfyui_factory)
+    courier = await start_courier(COURIER_BACKENDS=url, COURIER_PRIVATE_MODE="1",
+                                  key_from=comfy.user_directory / "courier")
+    photo = noise_photo(2**20)
+    assert len(photo) > 2**20 * 0.9
+    request = botapi_bot.inject_document(USER, photo, "photo.png", mime_type="image/png", caption="/demoedit")
+    try:
+        call = await botapi_bot.wait_for_call("sendDocument", where=replies_to(request["message_id"]),
+                                              timeout=RESULT_S)
+    except TimeoutError:
+        said = [(c.method, c.params.get("text")) for c in botapi_bot.outbox]
+        raise AssertionError(f"no result; the bot said {said}; {describe(courier)}\n{comfy.log_tail()}") from None
+    result = np.asarray(Image.open(io.BytesIO(botapi_bot.file_bytes(call.result["document"]["file_id"]))))
+    original = np.asarray(Image.open(io.BytesIO(photo)))
+    assert result.shape == original.shape and abs(result.mean() - (255 - original.mean())) < 3
+    uploaded = list((comfy.base_directory / "input" / "courier").glob("job-*.png"))
+    assert [path.stat().st_size for path in uploaded] == [len(photo)]  # the whole photo, as sent
 
 
 def test_test_network_file_accepts_only_a_test_network(tmp_path):
