@@ -52,9 +52,9 @@ def graph_file_problem(graph: Mapping) -> Problem | None:
     The ``Problem`` names the node and the input, never the value or a server path.
     """
     for node_id, node in graph.items():
-        if not isinstance(node, Mapping) or not isinstance(node.get("inputs"), Mapping):
+        class_type = node.get("class_type") if isinstance(node, Mapping) else None
+        if not isinstance(class_type, str) or not isinstance(node.get("inputs"), Mapping):
             continue
-        class_type = node.get("class_type")
         for name, value in node["inputs"].items():
             if not _allowed(class_type, name, value):
                 return Problem("file_input_refused", {"node_id": node_id, "node_type": class_type,

@@ -65,4 +65,5 @@ def test_a_file_outside_courier_s_folders_is_refused_by_node_and_input(graph):
 
 def test_a_graph_of_anything_else_has_no_file_problem():
     assert graph_file_problem({}) is None
-    assert graph_file_problem({"1": "not a node", "2": {"class_type": "LoadImage"}}) is None
+    assert graph_file_problem({"1": "not a node", "2": {"class_type": "LoadImage"},
+                               "3": {"class_type": ["LoadImage"], "inputs": {"image": "/x"}}}) is None
