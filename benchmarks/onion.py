@@ -52,6 +52,7 @@ from aiohttp import ClientError, TraceConfig, web
 
 REACH_S = 60
 ADDRESS_S = 120  # ComfyUI's anon: launch, bootstrap, keys
+ADMIN_TOKEN = "onion-bench-token"  # a hidden service shows its address only to the token
 JOB_S = 120
 USER = 4242
 
@@ -110,7 +111,7 @@ async def published_address(comfy, deadline: Deadline) -> str:
     """The .anon address ComfyUI's pack shows at GET /courier/anyone once anon is up."""
     until = time.monotonic() + min(ADDRESS_S, deadline.remaining())
     while True:
-        status = await asyncio.to_thread(comfy.get_json, "/courier/anyone")
+        status = await asyncio.to_thread(comfy.get_json, "/courier/anyone", token=ADMIN_TOKEN)
         if status["state"] == "ok" and status["onion_address"]:
             return status["onion_address"]
         if time.monotonic() > until:
@@ -181,7 +182,7 @@ async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline, trace: Trace
     runner = load_runner()
     anyone_env = {"COURIER_ANYONE": "1", "COURIER_ANYONE_AGREE_TO_TERMS": "1", "COURIER_ANON_BINARY": str(anon)}
     comfy = runner.ComfyUIProcess(os.environ["COMFYUI_DIR"], runner.scratch_directory("onion-bench-comfyui-"),
-                                  env=anyone_env)
+                                  env={**anyone_env, "COURIER_ADMIN_TOKEN": ADMIN_TOKEN})
     comfy.prepare()
     net.write_test_network(comfy.user_directory / "courier")
     couriers, data_dirs = [], []

@@ -177,15 +177,20 @@ def host_name(host: str) -> str:
 
 
 def is_loopback_host(host: str | None) -> bool:
+    """Whether ``host`` names this machine: ``localhost``, a loopback address, or one that reaches loopback
+    although ``ipaddress`` does not call it so (``0.0.0.0`` and ``::``, which the kernel connects to this
+    machine, and an IPv4-mapped loopback address such as ``::ffff:127.0.0.1``)."""
     if not host:
         return False
     host = host.strip("[]").lower()
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         return False
+    address = getattr(address, "ipv4_mapped", None) or address
+    return address.is_loopback or address.is_unspecified
 
 
 async def read_json(request: web.Request, max_bytes: int = MAX_BODY_BYTES) -> Any:

@@ -1,16 +1,27 @@
-"""The Host check ComfyUI lacks: against DNS rebinding, for every route of this ComfyUI.
+"""The Host and Origin checks ComfyUI lacks, for every route of this ComfyUI (``/ws`` included).
 
-A web page whose name resolves to 127.0.0.1 reaches ComfyUI with its own name in Host and
-Origin, so ComfyUI's origin check passes it. This middleware, first on ComfyUI's app, lets a
-request through only when its Host names loopback (``localhost``), is an IP address (no
-rebinding without a name), is listed in ``COURIER_ALLOWED_HOSTS`` (a LAN name), or is a
-``.anon`` name while this host runs the hidden service (the gateway forwards its clients' Host).
-Anything else, a missing Host included, gets 403.
+ComfyUI compares a browser's ``Origin`` with the ``Host`` only when the Host resolves to loopback,
+and Python's ``ipaddress`` does not call ``0.0.0.0``, ``::`` or ``::ffff:127.0.0.1`` loopback
+although they reach this machine; it also lets ``Origin: null`` through. So a page of any site
+could queue prompts and listen on ``/ws`` through those addresses, a LAN address or a sandboxed
+frame. This middleware, first on ComfyUI's app, lets a request through only when:
+
+- its Host names this machine: loopback (``localhost``), an IP address (no rebinding without a
+  name), a name listed in ``COURIER_ALLOWED_HOSTS`` (a LAN name), or a ``.anon`` name while this
+  host runs the hidden service (the gateway forwards its clients' Host); else 403
+  ``host_not_allowed`` (DNS rebinding), a missing Host included;
+- and, when it carries an ``Origin``, that origin is the page's own for that Host: the scheme
+  this server speaks, the Host's name (addresses compared as addresses) and port (the scheme's
+  default when one omits it), under every Host; else 403 ``origin_not_allowed``. The editor and
+  the Courier panel are pages of this server, so their origin matches; programs (the bot, the
+  gateway, curl) send none. ``null`` (a sandboxed frame, a ``data:`` or ``file:`` page, a redirect
+  across sites) is never a page of this server, and anyone can make one: refused.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import SplitResult, urlsplit
 
 from aiohttp import web
 
@@ -18,6 +29,8 @@ from ..logs import get_logger
 from .api import ApiError, host_name
 
 log = get_logger("routes")
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def host_allowed(host: str | None, allowed: frozenset[str], anon: bool) -> bool:
@@ -32,6 +45,29 @@ def host_allowed(host: str | None, allowed: frozenset[str], anon: bool) -> bool:
     return name == "localhost" or name in allowed or (anon and name.endswith(".anon"))
 
 
+def origin_matches(origin: str, host: str, scheme: str) -> bool:
+    """Whether ``origin`` (an ``Origin`` header) is the origin of a page at ``host`` over ``scheme``."""
+    try:
+        page, served = urlsplit(origin), urlsplit(f"{scheme}://{host}")
+        ports = (page.port or DEFAULT_PORTS.get(page.scheme), served.port or DEFAULT_PORTS.get(scheme))
+    except ValueError:  # a port out of range, an unclosed bracket
+        return False
+    return (page.scheme == scheme and _bare(page) and _bare(served) and ports[0] == ports[1]
+            and _same_name(page.hostname, served.hostname))
+
+
+def _bare(url: SplitResult) -> bool:
+    """An origin has a scheme, a name and perhaps a port: nothing else."""
+    return bool(url.hostname) and not (url.username or url.password or url.path or url.query or url.fragment)
+
+
+def _same_name(one: str, other: str) -> bool:
+    try:
+        return ipaddress.ip_address(one) == ipaddress.ip_address(other)
+    except ValueError:
+        return one == other  # urlsplit gives names lower case
+
+
 def host_guard(settings) -> web.middleware:
     """The middleware for ``settings`` (None when they failed to load: loopback names and addresses only)."""
     allowed = frozenset(settings.allowed_hosts) if settings is not None else frozenset()
@@ -40,13 +76,21 @@ def host_guard(settings) -> web.middleware:
     @web.middleware
     async def guard(request: web.Request, handler):
         host = request.headers.get("Host")
-        if host_allowed(host, allowed, anon):
-            return await handler(request)
-        log.warning("refused %s %s for Host %r (not this machine's name; see COURIER_ALLOWED_HOSTS)",
-                    request.method, request.path, (host or "")[:80])
-        return ApiError(403, "host_not_allowed",
-                        f"this ComfyUI does not answer to the name {(host or '')[:80]!r}; add it to "
-                        "COURIER_ALLOWED_HOSTS to allow it (browsers on a page under a foreign name are "
-                        "refused against DNS rebinding)").response()
+        if not host_allowed(host, allowed, anon):
+            log.warning("refused %s %s for Host %r (not this machine's name; see COURIER_ALLOWED_HOSTS)",
+                        request.method, request.path, (host or "")[:80])
+            return ApiError(403, "host_not_allowed",
+                            f"this ComfyUI does not answer to the name {(host or '')[:80]!r}; add it to "
+                            "COURIER_ALLOWED_HOSTS to allow it (browsers on a page under a foreign name are "
+                            "refused against DNS rebinding)").response()
+        origin = request.headers.get("Origin")
+        if origin is not None and not origin_matches(origin, host, request.scheme):
+            log.warning("refused %s %s: Origin %r is not this server's (Host %r)",
+                        request.method, request.path, origin[:80], host[:80])
+            return ApiError(403, "origin_not_allowed",
+                            f"a page of {origin[:80]!r} may not call this ComfyUI at {host[:80]!r}: only its own "
+                            "pages (whose Origin is this server's scheme, name and port) and programs without an "
+                            "Origin header may").response()
+        return await handler(request)
 
     return guard

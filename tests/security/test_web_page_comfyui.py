@@ -5,7 +5,9 @@ bot send: an unproved ``send_to_chat`` is blanked by the editor gate (the render
 the node says why), a proof counts once, for its graph and chat, within five minutes, and the node
 sends only to an allowed user or admin of the bot, as PostgreSQL says when it sends (``/allow`` lets
 one in, a ban keeps one out); under DNS rebinding (a forged Host, and Chromium mapping evil.example to 127.0.0.1)
-every route answers 403; a cross-origin POST from another loopback port is refused by ComfyUI.
+every route answers 403. A page of another origin -- another loopback port, a sandboxed frame
+(``Origin: null``), or a page reaching ComfyUI at ``0.0.0.0``, ``[::ffff:127.0.0.1]`` or a LAN address,
+which ComfyUI's own Origin check does not cover -- neither queues a prompt nor opens ``/ws`` (403).
 """
 
 import asyncio
@@ -23,6 +25,7 @@ from comfyui_courier.editor_proof import PROOF_KEY, sign
 from comfyui_courier.store import access
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.fixtures.comfyui import free_port
+from comfyui_courier.tests.support.http import handshake
 from comfyui_courier.tests.support.requires import require_chromium
 
 TOKEN = "editor-token-" + "x" * 20
@@ -168,8 +171,22 @@ def refusal(record: dict) -> str:
     return text.removeprefix("not sent to Telegram: ")
 
 
+async def serve_page(script: str):
+    """An aiohttp server on a free loopback port whose one page runs ``script``: (runner, port)."""
+    async def index(_):
+        return web.Response(text=f"<script>{script}</script>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", index)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, port
+
+
 async def attack_page(host_name: str, comfy_port: int):
-    """An aiohttp server on another loopback port whose page POSTs /prompt and calls /courier/* on ComfyUI."""
+    """A page that POSTs /prompt and calls /courier/* on ComfyUI at ``host_name``."""
     script = f"""
       const target = "http://{host_name}:{comfy_port}";
       const body = JSON.stringify({{prompt: {json.dumps(graph(str(USER), "courier/attack"))}, client_id: "page"}});
@@ -184,16 +201,7 @@ async def attack_page(host_name: str, comfy_port: int):
         hit("/courier/health", {{mode: "no-cors"}}),
       ]).then((r) => (window.done = r));
     """
-    async def index(_):
-        return web.Response(text=f"<script>{script}</script>", content_type="text/html")
-
-    app = web.Application()
-    app.router.add_get("/", index)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return runner, port
+    return await serve_page(script)
 
 
 async def test_dns_rebinding_and_cross_origin_pages_reach_nothing(comfyui_with_bot, botapi_bot, tmp_path):
@@ -227,4 +235,86 @@ async def test_dns_rebinding_and_cross_origin_pages_reach_nothing(comfyui_with_b
     assert sent_to(botapi_bot, USER) == []
     log = server.log_text()
     assert "Host 'evil.example:" in log  # the rebinding page was refused by the Host check
-    assert "non matching host and origin" in log  # the cross-origin page by ComfyUI's own check
+    assert f"Origin 'http://127.0.0.1:{pages[1][1]}' is not this server's" in log  # the other port's page
+
+
+IP_LITERAL_ATTACKS = {"courier/attack-any": "0.0.0.0", "courier/attack-mapped": "[::ffff:127.0.0.1]",
+                      "courier/attack-null": "127.0.0.1"}  # the last from a sandboxed frame: Origin null
+PROBE = """
+async function probe(target, prefix) {
+  const body = JSON.stringify({prompt: GRAPHS[prefix], client_id: "page"});
+  let post;
+  try {
+    post = (await fetch(target + "/prompt", {method: "POST", mode: "no-cors",
+                                             headers: {"Content-Type": "text/plain"}, body})).type;
+  } catch (e) { post = "failed: " + e; }
+  const socket = await new Promise((resolve) => {
+    const ws = new WebSocket(target.replace("http:", "ws:") + "/ws?clientId=page");
+    ws.onopen = () => { ws.close(); resolve("open"); };
+    ws.onerror = () => resolve("refused");
+  });
+  return {prefix, post, socket};
+}
+"""
+
+
+async def ip_literal_page(comfy_port: int):
+    """A page that POSTs /prompt (text/plain, no preflight) and opens /ws on ComfyUI at ``0.0.0.0`` and
+    ``[::ffff:127.0.0.1]``, and through a sandboxed frame (``Origin: null``) at ``127.0.0.1``."""
+    common = f"const GRAPHS = {json.dumps({prefix: graph(str(USER), prefix) for prefix in IP_LITERAL_ATTACKS})};{PROBE}"
+    target = {prefix: f"http://{host}:{comfy_port}" for prefix, host in IP_LITERAL_ATTACKS.items()}
+    frame = (f"<script>{common}probe({json.dumps(target['courier/attack-null'])}, 'courier/attack-null')"
+             ".then((r) => parent.postMessage(r, '*'));</script>")
+    srcdoc = json.dumps(frame).replace("</", "<\\/")  # a JS string inside the page's <script>
+    script = f"""{common}
+      const fromFrame = new Promise((resolve) => window.addEventListener("message", (e) => resolve(e.data)));
+      const frame = document.createElement("iframe");
+      frame.sandbox = "allow-scripts";
+      frame.srcdoc = {srcdoc};
+      document.documentElement.append(frame);
+      Promise.all([probe({json.dumps(target['courier/attack-any'])}, "courier/attack-any"),
+                   probe({json.dumps(target['courier/attack-mapped'])}, "courier/attack-mapped"),
+                   fromFrame]).then((r) => (window.done = r));
+    """
+    return await serve_page(script)
+
+
+def queued_prefixes(server) -> set[str]:
+    """The filename prefixes of Telegram Output in every prompt ComfyUI holds: running, pending or done."""
+    _, queue = request(server, "GET", "/queue")
+    _, history = request(server, "GET", "/history")
+    prompts = [item[2] for item in queue["queue_running"] + queue["queue_pending"]]
+    prompts += [record["prompt"][2] for record in history.values()]
+    return {prompt["2"]["inputs"].get("filename_prefix") for prompt in prompts if "2" in prompt}
+
+
+async def test_a_page_on_another_origin_reaches_nothing_through_ip_literal_hosts(comfyui_factory, pg_database,
+                                                                                  tmp_path):
+    """0.0.0.0 and [::ffff:127.0.0.1] are not loopback to ComfyUI's check, and it lets Origin null through."""
+    server = comfyui_factory(start=False, env={"COURIER_DATABASE_URL": pg_database})
+    await asyncio.to_thread(server.start)
+    comfy_port = int(server.url.rsplit(":", 1)[1])
+    lan = f"192.168.1.5:{comfy_port}"  # ComfyUI run with --listen 0.0.0.0, reached at its LAN address
+    status, reply = await asyncio.to_thread(request, server, "POST", "/prompt", {"prompt": {}},
+                                            {"Host": lan, "Origin": f"http://evil.example:{comfy_port}"})
+    assert (status, reply["error"]["code"]) == (403, "origin_not_allowed"), reply
+    status, reply = await asyncio.to_thread(request, server, "POST", "/prompt", {"prompt": {}},
+                                            {"Host": lan, "Origin": f"http://{lan}"})
+    assert status == 400 and "type" in reply["error"], reply  # its own page: ComfyUI judged the (empty) prompt
+    for origin, status in ((f"http://evil.example:{comfy_port}", 403), (f"http://{lan}", 101)):
+        assert await handshake(f"{server.url}/ws?clientId=page", lan, origin) == status, origin
+    runner, port = await ip_literal_page(comfy_port)
+    try:
+        async with Chromium(require_chromium(), tmp_path / "profile",
+                            "--host-resolver-rules=MAP evil.example 127.0.0.1") as browser:
+            page = await browser.new_page()
+            await page.goto(f"http://evil.example:{port}/")
+            results = await page.wait_for("window.done", timeout=30, what="the page's requests")
+    finally:
+        await runner.cleanup()
+    assert {r["prefix"] for r in results} == set(IP_LITERAL_ATTACKS), results
+    assert queued_prefixes(server) & set(IP_LITERAL_ATTACKS) == set()  # no prompt of the page's was queued
+    assert all(r["post"] == "opaque" and r["socket"] == "refused" for r in results), results
+    log = server.log_text()
+    for origin in (f"'http://evil.example:{port}'", "'null'"):
+        assert f"Origin {origin} is not this server's" in log, origin  # refused by the Host guard

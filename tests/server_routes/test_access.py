@@ -78,6 +78,23 @@ async def test_status_routes_need_the_token_when_this_server_is_a_hidden_service
     assert status == 200
 
 
+@pytest.mark.parametrize("path,reply", [("/courier/anyone", 200), ("/courier/anyone/qr.png", 404)])
+async def test_the_anyone_report_is_for_the_token_or_a_local_browser_only(courier_api, path, reply):
+    """It names the .anon address and how the hidden service is set up: the full health report's rule."""
+    api = await courier_api()
+    hidden = await courier_api({"COURIER_ANYONE": "1"})  # its visitors come from loopback too
+    for server, headers in ((api, {"Host": "attacker.example:8188"}), (api, {"X-Forwarded-For": "203.0.113.9"}),
+                            (hidden, {})):
+        status, body, _ = await server.get(path, token=None, headers=headers)
+        assert (status, body["error"]["code"]) == (401, "unauthorized"), headers
+    for server, token in ((api, None), (hidden, TOKEN)):
+        status, body, _ = await server.get(path, token=token)
+        assert status == reply, body  # the report (no address: not a hidden service), or no QR code
+    untokened = await courier_api({"COURIER_ADMIN_TOKEN": "", "COURIER_ANYONE": "1"})
+    status, body, _ = await untokened.get(path, token=None)
+    assert (status, body["error"]["code"]) == (403, "admin_token_unset")
+
+
 @pytest.mark.parametrize("peer,host,local", [
     ("127.0.0.1", "127.0.0.1:8188", True),
     ("127.0.0.1", "localhost:8188", True),
@@ -87,6 +104,12 @@ async def test_status_routes_need_the_token_when_this_server_is_a_hidden_service
     ("192.168.1.2", "192.168.1.1:8188", False),
     ("127.0.0.1", "comfy.example.org", False),
     ("127.0.0.1", "127.0.0.1.nip.io:8188", False),
+    # addresses that reach this machine although ipaddress does not call them loopback
+    ("127.0.0.1", "0.0.0.0:8188", True),
+    ("::1", "[::]:8188", True),
+    ("::ffff:127.0.0.1", "[::ffff:127.0.0.1]:8188", True),
+    ("127.0.0.1", "[::ffff:192.168.1.1]:8188", False),
+    ("::ffff:192.168.1.2", "127.0.0.1:8188", False),
 ])
 def test_is_local_browser(tmp_path, peer, host, local):
     transport = mock.Mock()

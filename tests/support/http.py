@@ -1,7 +1,8 @@
-"""A throwaway aiohttp server on 127.0.0.1 for tests that need a peer to talk to."""
+"""A throwaway aiohttp server on 127.0.0.1 for tests that need a peer to talk to; a websocket handshake's status."""
 
 import contextlib
 
+import aiohttp
 from aiohttp import web
 
 
@@ -15,3 +16,13 @@ async def serve_app(app: web.Application):
         yield f"http://127.0.0.1:{runner.addresses[0][1]}"
     finally:
         await runner.cleanup()
+
+
+async def handshake(url: str, host: str, origin: str) -> int:
+    """The status of a websocket handshake at ``url`` sent with these ``Host`` and ``Origin``: 101 when it upgraded."""
+    async with aiohttp.ClientSession(trust_env=False, timeout=aiohttp.ClientTimeout(total=30)) as http:
+        try:
+            async with http.ws_connect(url, headers={"Host": host}, origin=origin):
+                return 101
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
