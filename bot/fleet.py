@@ -7,7 +7,10 @@ message was answered, which the host reports in its next round trip (soon after 
 ``REPORT_S``; late only holds the slot longer). So no second at Telegram's end sees more than the
 limit from all hosts, however long each message is on its way. A slot whose answer is never
 reported (its host died) is let go ``OPEN_S`` after its grant, longer than any request may take.
-While the database does not answer, each host keeps its own window only.
+While the database does not answer, each host keeps its own window only: a round trip without an
+answer after ``ANSWER_S`` (a hung server answers nothing, not even an error) lets the messages go,
+and no other is made until it has answered (its slots, granted late, are given back at once), so a
+hung database holds up no message, not even the status that tells the user about it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ OPEN_S = 35.0
 FLUSH_S = 2.0
 """How long closing waits to report the last answers (unreported, their slots stay held until OPEN_S)."""
 OUTAGE_LOG_S = 60.0
+ANSWER_S = 2.0
+"""How long messages wait for the ledger's answer (it takes milliseconds) before they go without it."""
 
 
 class FleetSlots:
@@ -53,6 +58,7 @@ class FleetSlots:
         self._answered: list[tuple[int, float]] = []
         """Slots whose message was answered, not reported yet: (id, when)."""
         self._asker: asyncio.Task | None = None
+        self._late: asyncio.Task | None = None  # a round trip still without an answer after ANSWER_S
         self._outage_logged = -OUTAGE_LOG_S
 
     async def take(self, count: int = 1) -> list[int | None]:
@@ -103,9 +109,7 @@ class FleetSlots:
             now = self._clock()
             answered, self._answered = self._answered, []
             try:
-                slots, wait_s = await send_slots.take(
-                    self._pool, self.key, wanted, self.limit.limit, self.limit.period, open_s=OPEN_S, poll_s=POLL_S,
-                    answered=[(slot, now - at) for slot, at in answered])
+                slots, wait_s = await self._round_trip(wanted, [(slot, now - at) for slot, at in answered])
             except Exception as exc:  # whatever fails here, messages must not wait for ever
                 self._outage(exc)
                 slots, wait_s = [None] * len(self._waiting), 0.0
@@ -116,6 +120,31 @@ class FleetSlots:
                     self.answered(slot)  # its message was cancelled meanwhile
             if len(slots) < wanted:
                 await asyncio.sleep(wait_s)
+
+    async def _round_trip(self, wanted: int, answered: list[tuple[int, float]]) -> tuple[list[int], float]:
+        """``send_slots.take``, waited for at most ``ANSWER_S``; past it TimeoutError, the call left to
+        answer on its own (``_answered_late``). While one is late, every call fails at once."""
+        if self._late is not None:
+            raise TimeoutError(f"the database has not answered for more than {ANSWER_S:.0f} s")
+        trip = asyncio.ensure_future(send_slots.take(
+            self._pool, self.key, wanted, self.limit.limit, self.limit.period, open_s=OPEN_S, poll_s=POLL_S,
+            answered=answered))
+        try:
+            await asyncio.wait([trip], timeout=ANSWER_S)
+        except asyncio.CancelledError:
+            trip.cancel()
+            raise
+        if not trip.done():
+            self._late = trip
+            trip.add_done_callback(self._answered_late)
+            raise TimeoutError(f"the database did not answer in {ANSWER_S:.0f} s")
+        return trip.result()
+
+    def _answered_late(self, trip: asyncio.Task) -> None:
+        """The late round trip answered: the slots it took were not used (their messages went without)."""
+        self._late = None
+        if not trip.cancelled() and trip.exception() is None:
+            self.answered(*trip.result()[0])
 
     def _still_waiting(self) -> bool:
         """Whether a message waits (the first in ``_waiting`` is one)."""

@@ -46,6 +46,7 @@ from .comfy_client import (
     PromptLost,
     describe_error,
 )
+from .db_wait import DatabaseWait
 from .handoff import Handoff
 from .ports import ChatBlocked, ChatSink, StatusMessage
 from .runner import JobError, JobRun, Runner, elapsed_s
@@ -250,14 +251,15 @@ class Dispatcher:
                 log.exception("requeueing expired jobs failed")
             await asyncio.sleep(self.settings.job_lease_s / 2)
 
-    async def _keep_lease(self, job_id: int, active: ActiveJob) -> None:
-        """Renew the job's lease until the job is no longer ours; then stop its task."""
+    async def _keep_lease(self, job_id: int, active: ActiveJob, told: DatabaseWait) -> None:
+        """Renew the job's lease until the job is no longer ours; then stop its task. A renewal the
+        database does not answer is ``told`` in the job's status."""
         lease_s = self.settings.job_lease_s
         while True:
             await asyncio.sleep(min(lease_s / 3, LEASE_CHECK_S))
             try:
                 renewed_at = time.monotonic()
-                if await jobs.extend_lease(self.store.pool, job_id, self.worker_id, lease_s):
+                if await told.watched(jobs.extend_lease(self.store.pool, job_id, self.worker_id, lease_s)):
                     active.lease_until = renewed_at + lease_s
                     continue
             except StoreError as exc:  # the database is away: the lease may still hold when it is back
@@ -285,8 +287,9 @@ class Dispatcher:
                                                            self.worker_id),
                                     adopt=functools.partial(jobs.adopt_status_message, self.store.pool, job.id),
                                     moved=functools.partial(jobs.move_status_message, self.store.pool, job.id))
+        progress = DatabaseWait(progress, say("database_waiting", name=job.command), f"job {job.id}")
         active.lease_until = time.monotonic() + self.settings.job_lease_s
-        lease = asyncio.create_task(self._keep_lease(job.id, active), name=f"courier-lease-{job.id}")
+        lease = asyncio.create_task(self._keep_lease(job.id, active, progress), name=f"courier-lease-{job.id}")
         told_waiting = []
 
         async def waiting() -> None:  # its status says the result waits (asked again each wait: an edit
@@ -300,9 +303,11 @@ class Dispatcher:
         try:
             try:
                 await hold.wait_turn()
-                await progress.update(say("running", name=job.command) if job.attempts <= 1  # a re-run says so
-                                      else say("running_again", name=job.command, attempt=job.attempts,
-                                               attempts=job.max_attempts))
+                if job.attempts <= 1:
+                    await progress.update(say("running", name=job.command))
+                else:  # a re-run says so at once: within the moment, the progress that follows would replace it
+                    await progress.finish(say("running_again", name=job.command, attempt=job.attempts,
+                                              attempts=job.max_attempts))
                 runner = RUNNERS[kind(job)]
                 run = JobRun(job, client, active.prompt_id, progress, self.sink, pool, self.settings, say,
                              self.handoff, left_backend=hold.release)
@@ -329,6 +334,7 @@ class Dispatcher:
             await self._backend_failed(job, client, progress, say, exc)
             return True
         except ComfyError as exc:
+            log.warning("job %s failed on %s: %s", job.id, backend_health.shown_url(client.base_url), exc.detail)
             await self._finish_failed(job, progress, say, describe_error(exc, i18n.catalog(language)))
             return False
         except JobError as exc:
@@ -347,7 +353,7 @@ class Dispatcher:
             log.exception("incident %s: job %s failed unexpectedly", incident, job.id)
             await self._finish_failed(job, progress, say, say("internal_error_incident", incident=incident))
             return False
-        if await jobs.succeed(pool, job.id, result, worker=self.worker_id):
+        if await progress.watched(jobs.succeed(pool, job.id, result, worker=self.worker_id)):
             seconds = elapsed_s(job)
             if unconfirmed := len(result.get("unconfirmed") or ()):
                 await progress.finish(i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=seconds))

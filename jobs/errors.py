@@ -34,6 +34,8 @@ MODEL_FOLDERS: dict[str, dict[str, str]] = {
 }
 _MODEL_FILE = re.compile(r"\.(safetensors|sft|ckpt|pt|pth|bin|gguf|onnx)$", re.IGNORECASE)
 _UNKNOWN_NODE = re.compile(r"node (.+) does not exist")
+_DISK_FULL = ("no space left on device", "disk quota exceeded", "[errno 28]", "[errno 122]")
+"""How ENOSPC and EDQUOT read in an exception's message (Python's ``OSError`` and torch's alike)."""
 _MAX_TEXT = 500
 
 
@@ -133,12 +135,20 @@ def summarize_execution_error(data: Mapping[str, Any]) -> Problem:
         message = message[:_MAX_TEXT] + "…"
     params = {"node_id": str(data.get("node_id", "?")), "node_type": data.get("node_type", "?"),
               "exception_type": data.get("exception_type", ""), "exception_message": message}
-    oom = "OutOfMemory" in params["exception_type"] or "out of memory" in message.lower()
-    return Problem("out_of_memory", params) if oom else Problem("execution_failed", params)
+    if "OutOfMemory" in params["exception_type"] or "out of memory" in message.lower():
+        return Problem("out_of_memory", params)
+    if any(words in message.lower() for words in _DISK_FULL):  # where is for the operator's log (``detail``)
+        return Problem("server_disk_full", params)
+    return Problem("execution_failed", params)
 
 
 class ComfyError(Exception):
     """Base of every error talking to a ComfyUI backend."""
+
+    @property
+    def detail(self) -> str:
+        """What the operator's log says of it (the user reads ``problems``)."""
+        return str(self)
 
     @property
     def problems(self) -> list[Problem]:
@@ -190,6 +200,14 @@ class ExecutionFailed(ComfyError):
     @property
     def problems(self) -> list[Problem]:
         return [summarize_execution_error(self.data)]
+
+    @property
+    def detail(self) -> str:
+        """The node, ComfyUI's own message and the last line of code it ran (where, e.g., the disk filled)."""
+        frames = self.data.get("traceback") or [""]
+        where = str(frames[-1]).strip().splitlines()[:1]
+        return (f"{self.node_type} (node {self.node_id}) raised {self.exception_type}: {self.exception_message}"
+                + (f" at {where[0]}" if where else ""))
 
 
 class Interrupted(ComfyError):
