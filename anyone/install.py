@@ -1,14 +1,19 @@
 """Install the ``anon`` and ``anon-gencert`` binaries from the npm package tarball.
 
 The npm package's postinstall script downloads from the internet (and fails
-offline), so we never run it: ``npm pack`` fetches the tarball (integrity-checked
-by npm) and we copy ``bin/<os>/<arch>/`` out of it. Stdlib only, so it also runs
-as a plain script: ``python anyone/install.py --dir DIR``.
+offline), so we never run it: ``npm pack`` fetches the tarball of the pinned
+version and we copy ``bin/<os>/<arch>/`` out of it. npm checks the tarball only
+against what the registry says, and ``--tarball`` takes any file, so each binary
+must have the sha256 pinned here for that version and folder (``SHA256``): one
+that differs is refused and nothing is installed; an installed one that differs
+is installed again. Stdlib only, so it also runs as a plain script:
+``python anyone/install.py --dir DIR``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import shutil
@@ -23,6 +28,17 @@ NPM_VERSION = "1.1.3"  # ships anon 0.4.9.11, which serves `.anon` addresses
 ANON_VERSION = "0.4.9.11"
 BINARIES = ("anon", "anon-gencert")
 VERSION_FILE = ".anyone-client-version"
+# sha256 of the binaries in NPM_PACKAGE@NPM_VERSION, per folder of its bin/ that holds both: `sha256sum
+# package/bin/<folder>/<name>` in the tarball `npm pack` fetched. A new NPM_VERSION needs new values.
+SHA256 = {
+    "linux/x64": {"anon": "ec00c60c185530465fa270c05d7b0ebf507fec9ac970f5a58c3be75247101e1c",
+                  "anon-gencert": "ce09a13c86fa7e604eaf66e06795dea9287bd2a93b19caffb96c64f0a6cebb77"},
+    "darwin/arm64": {"anon": "b2962e919d3ce4a87a35091b0cd2e721e396cf5292d1652fbe996cdab7e9a145",
+                     "anon-gencert": "97a539f4bfaadecc2900eea2d3aa455e0a777e77683b93126ad0d93a183c108a"},
+    "android/arm64": {"anon": "e17a6041b3172d8794e720dda08b56cb95340f170a94452b4f91bb552257a0d3",
+                      "anon-gencert": "8c931f7aa434528caffc344179bf8f23740cfc2b8045c456ae732e2264ec928b"},
+}
+CHUNK_BYTES = 2**20
 
 
 class InstallError(RuntimeError):
@@ -38,13 +54,22 @@ def platform_dir() -> str:
 
 
 def installed_version(target: Path) -> str | None:
-    """The npm package version installed in ``target``, or None if incomplete."""
-    if not all((target / name).is_file() for name in BINARIES):
-        return None
+    """The npm package version installed in ``target``, or None if incomplete or not the pinned binaries."""
+    pins = SHA256.get(platform_dir(), {})
     try:
+        if not all(_sha256_of(target / name) == pins.get(name) for name in BINARIES):
+            return None
         return (target / VERSION_FILE).read_text(encoding="utf-8").strip() or None
     except OSError:
         return None
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def anon_version(anon: Path) -> str:
@@ -71,21 +96,46 @@ def npm_pack(workdir: Path, version: str = NPM_VERSION) -> Path:
 
 
 def extract_binaries(tarball: Path, target: Path) -> None:
-    """Copy ``bin/<os>/<arch>/{anon,anon-gencert}`` from the tarball into ``target``."""
+    """Copy ``bin/<os>/<arch>/{anon,anon-gencert}`` from the tarball into ``target``, all or none: each
+    must have its pinned sha256, checked before any is put in place."""
     folder = platform_dir()
+    pins = SHA256.get(folder)
+    if pins is None:
+        raise InstallError(f"{NPM_PACKAGE}@{NPM_VERSION} ships no anon for {folder}")
     target.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(tarball, "r:gz") as tar:
-        for name in BINARIES:
-            try:
-                member = tar.getmember(f"package/bin/{folder}/{name}")
-            except KeyError:
-                raise InstallError(f"{tarball.name} has no {name} for {folder}") from None
-            source = tar.extractfile(member)
-            partial = target / f".{name}.partial"
-            with open(partial, "wb") as out:
-                shutil.copyfileobj(source, out)
+    partials = {name: target / f".{name}.partial" for name in BINARIES}
+    try:
+        with tarfile.open(tarball, "r:gz") as tar:
+            for name, partial in partials.items():
+                try:
+                    member = tar.getmember(f"package/bin/{folder}/{name}")
+                except KeyError:
+                    raise InstallError(f"{tarball.name} has no {name} for {folder}") from None
+                source = tar.extractfile(member) if member.isfile() else None
+                if source is None:
+                    raise InstallError(f"{name} for {folder} in {tarball.name} is not a regular file")
+                digest = _copy(source, partial)
+                if digest != pins[name]:
+                    raise InstallError(
+                        f"{name} in {tarball.name} is not the one {NPM_PACKAGE}@{NPM_VERSION} ships for {folder} "
+                        f"(sha256 {digest}, pinned {pins[name]}); nothing was installed: fetch the package "
+                        "again, or check where the tarball came from")
+        for name, partial in partials.items():
             partial.chmod(0o755)
             os.replace(partial, target / name)
+    finally:
+        for partial in partials.values():
+            partial.unlink(missing_ok=True)
+
+
+def _copy(source, out_path: Path) -> str:
+    """Write the file object ``source`` to ``out_path``; the sha256 of what was written."""
+    digest = hashlib.sha256()
+    with open(out_path, "wb") as out:
+        while chunk := source.read(CHUNK_BYTES):
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest()
 
 
 def install(target: Path, *, tarball: Path | None = None, force: bool = False) -> Path:
@@ -135,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None,
                         help="where to put anon and anon-gencert (default: <data dir>/bin)")
     parser.add_argument("--tarball", type=Path, default=None,
-                        help="use this downloaded package tarball instead of running npm pack")
+                        help=f"use this downloaded tarball of {NPM_PACKAGE}@{NPM_VERSION} instead of running "
+                             "npm pack (its binaries must have the sha256 pinned in anyone/install.py)")
     parser.add_argument("--force", action="store_true", help="reinstall even if this version is present")
     args = parser.parse_args(argv)
     try:
