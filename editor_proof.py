@@ -6,12 +6,15 @@ hidden-service client), so Telegram Output sends to a chat only on proof. The ed
 queues with a chat: ``mac`` is HMAC-SHA256, keyed by ``COURIER_ADMIN_TOKEN``, over the chats, the
 prompt's canonical hash, the timestamp (ms) and the nonce. ``EditorGate.on_prompt``, a PromptServer
 on-prompt handler, takes the proof out (it never reaches ``/history``), checks it (``VALID_S``, one
-use, chats typed into the node) and records the approval by (prompt id, node id); on any doubt it
-blanks ``send_to_chat`` and records why. The node sends only what it can ``take`` from the gate, for
-the very graph approved: a prompt the gate did not approve -- another way in, an error in the gate --
-sends nothing. Whether the chat may receive the render (an allowed user or admin of the bot, as
-PostgreSQL and the settings say) the node asks at send time, on the server's loop
-(``bot.access.may_receive``): the gate runs synchronously, where the database cannot be asked.
+use in this process, chats typed into the node) and records the approval by (prompt id, node id); on
+any doubt it blanks ``send_to_chat`` and records why. The node sends only what it can ``take`` from
+the gate, for the very graph and chat approved (a prompt that reuses an approved prompt's id, with
+another graph, takes nothing and leaves the approval to its own prompt): a prompt the gate did not
+approve -- another way in, an error in the gate -- sends nothing. As it sends, on the server's loop,
+the node spends the proof's nonce in PostgreSQL (``store.editor_nonces``: one use on every backend
+of the database and across restarts, which the gate's memory cannot see) and asks whether the chat
+may receive the render (an allowed user or admin of the bot, as PostgreSQL and the settings say:
+``bot.access.may_receive``): the gate runs synchronously, where the database cannot be asked.
 """
 
 from __future__ import annotations
@@ -51,6 +54,18 @@ class Note(NamedTuple):
     graph: str
     reason: str
     expires: float
+    nonce: str = ""  # an approval's proof
+
+
+class Approval(NamedTuple):
+    """What the gate approved for one Telegram Output node: the chat it may send to, once its proof's
+    nonce is spent (``store.editor_nonces.spend``, kept until ``until``, epoch seconds: past it no
+    backend approves that proof, nor runs a prompt it approved)."""
+
+    chat: int
+    node_id: str
+    nonce: str
+    until: float
 
 
 def canonical_json(value: Any) -> str:
@@ -158,7 +173,7 @@ class EditorGate:
             if reason is None:
                 self._nonces[proof["nonce"]] = now + 2 * VALID_S
                 for node_id, chat in wanted.items():
-                    self._approved[(prompt_id, node_id)] = Note(chat, graph, "", now + APPROVAL_S)
+                    self._approved[(prompt_id, node_id)] = Note(chat, graph, "", now + APPROVAL_S, proof["nonce"])
                 return
             for node_id in wanted:
                 prompt[node_id]["inputs"]["send_to_chat"] = ""
@@ -193,15 +208,19 @@ class EditorGate:
                 return "the editor's proof was already used"
         return None
 
-    def take(self, prompt_id: str, node_id: str, send_to_chat: str, prompt: Any) -> tuple[int | None, str | None]:
-        """(the chat this node of this prompt may send to, or None; why not, or None if it was not asked)."""
-        key = (prompt_id, node_id)
+    def take(self, prompt_id: str, node_id: str, send_to_chat: str,
+             prompt: Any) -> tuple[Approval | None, str | None]:
+        """(what this node of this prompt may send, or None; why not, or None if it was not asked).
+
+        Only the approved graph and chat take the approval: another prompt queued with its id (ahead
+        of it, say) leaves it to the approved one."""
+        key, chat, graph = (prompt_id, node_id), send_to_chat.strip(), graph_hash(prompt)
         with self._lock:
-            approved = self._approved.pop(key, None)
+            approved = self._approved.get(key)
+            if approved is not None and approved.chat == chat and approved.graph == graph:
+                del self._approved[key]
+                return Approval(int(chat), node_id, approved.nonce, spent_until(approved)), None
             refused = self._refused.pop(key, None)
-        chat = send_to_chat.strip()
-        if approved is not None and approved.chat == chat and approved.graph == graph_hash(prompt):
-            return int(chat), None
         if refused is not None:
             return None, refused.reason
         return None, NO_CHECK if chat else None
@@ -212,6 +231,14 @@ class EditorGate:
         for notes in (self._approved, self._refused):
             for key in [k for k, note in notes.items() if note.expires < now]:
                 del notes[key]
+
+
+def spent_until(approved: Note) -> float:
+    """Until when an approval's nonce is kept spent: another backend may approve a copy of its proof
+    until ``VALID_S`` after the proof's time, and run it until ``APPROVAL_S`` after that; this
+    approval was made at least ``VALID_S`` before the proof's time, so its expiry plus twice
+    ``VALID_S`` is past every such run."""
+    return approved.expires + 2 * VALID_S
 
 
 EDITOR_GATE = web.AppKey("courier_editor_gate", EditorGate)

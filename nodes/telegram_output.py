@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from comfy_api.latest import io
 
 from .. import imaging
-from ..editor_proof import EDITOR_GATE
+from ..editor_proof import EDITOR_GATE, Approval
 from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
 from .prefix import courier_prefix
 
@@ -119,16 +119,16 @@ class TelegramOutput(io.ComfyNode):
             ui = {"images": [s.ref for s in saved], "animated": (True,)}  # as ComfyUI's SaveVideo
         if bot_job:
             hand_back(saved)
-        chat, refusal = editor_verdict(send_to_chat, prompt)
-        if chat is not None:
-            refusal = await send_from_editor(*running_courier(), chat, saved)
+        approval, refusal = editor_verdict(send_to_chat, prompt)
+        if approval is not None:
+            refusal = await send_from_editor(*running_courier(), approval, saved)
         if refusal is not None:
             ui["text"] = [f"not sent to Telegram: {refusal}"]  # the files are saved all the same
         return io.NodeOutput(ui=ui)
 
 
-def editor_verdict(send_to_chat: str, prompt) -> tuple[int | None, str | None]:
-    """(the chat the editor gate approved for this node of the running prompt, or None; why not)."""
+def editor_verdict(send_to_chat: str, prompt) -> tuple[Approval | None, str | None]:
+    """(what the editor gate approved for this node of the running prompt, or None; why not)."""
     try:
         from comfy_execution.utils import get_executing_context
         from server import PromptServer
@@ -247,24 +247,29 @@ async def send_files(bot, chat_id: int, paths: list[str]) -> list[dict[str, Any]
     return sent
 
 
-async def send_from_editor(courier, loop: asyncio.AbstractEventLoop, chat_id: int,
+async def send_from_editor(courier, loop: asyncio.AbstractEventLoop, approval: Approval,
                            saved: list[Saved]) -> str | None:
-    """Send through ``courier``'s bot on ``loop`` (the server's, where the bot and the database live);
-    None when sent, or why nothing was: ``chat_id`` is not an allowed user or admin of the bot."""
+    """Send what the editor gate approved through ``courier``'s bot on ``loop`` (the server's, where the
+    bot and the database live); None when sent, or why nothing was (``send_to_recipient``)."""
     if courier is None or courier.bot is None:
         reason = courier.health.report()["bot"]["reason"] if courier is not None else "Courier is not loaded"
-        raise RuntimeError(f"cannot send to Telegram chat {chat_id}: the bot is not running ({reason}); "
+        raise RuntimeError(f"cannot send to Telegram chat {approval.chat}: the bot is not running ({reason}); "
                            f"the render is saved as {relative_name(saved[0])}")
-    future = asyncio.run_coroutine_threadsafe(send_to_recipient(courier, chat_id, [s.path for s in saved]), loop)
+    future = asyncio.run_coroutine_threadsafe(send_to_recipient(courier, approval, [s.path for s in saved]), loop)
     return await asyncio.wait_for(asyncio.wrap_future(future), SEND_TIMEOUT_S)
 
 
-async def send_to_recipient(courier, chat_id: int, paths: list[str]) -> str | None:
-    """``send_files`` if the bot would let ``chat_id`` in (PostgreSQL's admins, /allow and bans with the
-    settings); else sends nothing and says why."""
+async def send_to_recipient(courier, approval: Approval, paths: list[str]) -> str | None:
+    """``send_files`` once the approval's proof is spent in PostgreSQL (it may have been on another
+    backend, or before a restart) and if the bot would let its chat in (PostgreSQL's admins, /allow
+    and bans with the settings); else sends nothing and says why."""
     from ..bot.access import may_receive
+    from ..store import editor_nonces
 
-    if not await may_receive(courier.store.pool, courier.settings, chat_id):
+    pool, chat_id = courier.store.pool, approval.chat
+    if not await editor_nonces.spend(pool, approval.nonce, approval.node_id, approval.until):
+        return "the editor's proof was already used (on another server of the bot, or before a restart)"
+    if not await may_receive(pool, courier.settings, chat_id):
         return f"chat {chat_id} is not an allowed user or admin of the bot"
     await send_files(courier.bot.application.bot, chat_id, paths)
     return None

@@ -3,12 +3,14 @@ may receive what it proves, asked of real PostgreSQL when the node sends."""
 
 import copy
 import secrets
+import time
 
 import pytest
 
 from comfyui_courier.bot.access import may_receive
 from comfyui_courier.config import Settings
 from comfyui_courier.editor_proof import (
+    APPROVAL_S,
     NO_CHECK,
     PROOF_KEY,
     VALID_S,
@@ -17,7 +19,7 @@ from comfyui_courier.editor_proof import (
     js_number,
     sign,
 )
-from comfyui_courier.store import access
+from comfyui_courier.store import access, editor_nonces
 
 TOKEN = "admin-token-for-tests"
 NOW = 1_700_000_000.0
@@ -46,10 +48,16 @@ def gate():
 
 
 def judged(gate, data):
-    """(the prompt as ComfyUI queues it, what the node of it takes from the gate)."""
+    """(the prompt as ComfyUI queues it, (the chat its node may send to, or None; why not))."""
     data = gate.on_prompt(data)
     node = data["prompt"]["2"]["inputs"]
-    return data, gate.take(data["prompt_id"], "2", node["send_to_chat"], data["prompt"])
+    return data, chat_of(gate.take(data["prompt_id"], "2", node["send_to_chat"], data["prompt"]))
+
+
+def chat_of(verdict):
+    """A ``take``'s (approval, why not) as (the approved chat, why not)."""
+    approval, why = verdict
+    return approval.chat if approval is not None else None, why
 
 
 def test_a_valid_proof_lets_the_node_send_once_and_leaves_no_trace_in_the_prompt(gate):
@@ -57,7 +65,7 @@ def test_a_valid_proof_lets_the_node_send_once_and_leaves_no_trace_in_the_prompt
     assert verdict == (4242, None)
     assert PROOF_KEY not in data["extra_data"]  # never in /history or /queue
     assert data["prompt"]["2"]["inputs"]["send_to_chat"] == "4242"
-    assert gate.take(data["prompt_id"], "2", "4242", data["prompt"]) == (None, NO_CHECK)  # one approval, one send
+    assert gate.take(data["prompt_id"], "2", "4242", data["prompt"]) == (None, NO_CHECK)  # one approval, one take
 
 
 @pytest.mark.parametrize("case,reason", [
@@ -113,6 +121,19 @@ def test_an_approval_is_for_its_graph_only(gate):
     gate.on_prompt(body(graph(), proof_for(graph()), prompt_id="p1"))
     other = graph() | {"3": {"class_type": "X", "inputs": {}}}  # same prompt id, another graph
     assert gate.take("p1", "2", "4242", other) == (None, NO_CHECK)
+
+
+@pytest.mark.parametrize("chat", ["4242", ""])
+def test_a_prompt_reusing_an_approved_id_leaves_the_approval_to_the_approved_prompt(gate, chat):
+    """An unproved prompt with the approved prompt's id, run first (queued in front): it sends nothing and
+    says why, and the admin's prompt still sends (its approval was taken by whichever prompt ran first)."""
+    approved = gate.on_prompt(body(graph(), proof_for(graph()), prompt_id="p1"))
+    other = graph(chat) | {"3": {"class_type": "X", "inputs": {}}}
+    queued = gate.on_prompt(body(other, prompt_id="p1"))["prompt"]
+    taken, why = gate.take("p1", "2", queued["2"]["inputs"]["send_to_chat"], queued)
+    assert taken is None and (("no proof of the editor" in why) if chat else why is None)
+    approval, why = gate.take("p1", "2", "4242", approved["prompt"])
+    assert why is None and approval.chat == 4242 and approval.node_id == "2"
 
 
 def test_the_gate_never_raises(gate, caplog):
@@ -183,3 +204,29 @@ async def test_a_banned_user_receives_nothing_but_admins_are_never_banned(store)
     assert not await may_receive(pool, settings, ALLOWED)
     assert not await may_receive(pool, Settings(allowed_users=["*"]), STRANGER)
     assert await may_receive(pool, settings, ADMIN) and await may_receive(pool, settings, STORED_ADMIN)
+
+
+async def test_a_proof_sends_once_across_backends_and_restarts(store):
+    """Two gates stand for two backends with one admin token (or one before and one after a restart): each
+    approves the proof in its own memory, and PostgreSQL lets only the first send."""
+    prompt = graph()
+    proof = proof_for(prompt, at=time.time())
+    approvals = []
+    for _ in range(2):
+        gate = EditorGate(TOKEN)
+        data = gate.on_prompt(body(copy.deepcopy(prompt), dict(proof)))
+        approval, why = gate.take(data["prompt_id"], "2", "4242", data["prompt"])
+        assert why is None
+        approvals.append(approval)
+    first, second = approvals
+    assert first.nonce == second.nonce == proof["nonce"] and first.until >= time.time() + APPROVAL_S
+    assert await editor_nonces.spend(store.pool, first.nonce, first.node_id, first.until)
+    assert not await editor_nonces.spend(store.pool, second.nonce, second.node_id, second.until)
+    assert await editor_nonces.spend(store.pool, first.nonce, "5", first.until)  # its graph's other output node
+
+
+async def test_spent_nonces_are_kept_until_they_expire_and_then_dropped(store):
+    assert await editor_nonces.spend(store.pool, "a" * 32, "2", time.time() - 1)  # expired (a clock's view)
+    assert await editor_nonces.spend(store.pool, "b" * 32, "2", time.time() + 600)
+    async with store.pool.acquire() as conn:
+        assert [r["nonce"] for r in await conn.fetch("SELECT nonce FROM courier_editor_nonces")] == ["b" * 32]

@@ -680,6 +680,16 @@ INSERT INTO courier_webhook_secrets (bot_id, secret) VALUES ($1, $2)
 ON CONFLICT (bot_id) DO UPDATE SET bot_id = EXCLUDED.bot_id
 RETURNING secret;
 
+-- spend_editor_nonce --
+-- Whether editor-proof nonce $1 is spent now by Telegram Output node $2 (NULL: it was before, on any
+-- host of the database); kept until $3 (epoch seconds). Expired nonces are dropped on the way.
+WITH expired AS (
+    DELETE FROM courier_editor_nonces WHERE expires_at < now()
+)
+INSERT INTO courier_editor_nonces (nonce, node_id, expires_at) VALUES ($1, $2, to_timestamp($3))
+ON CONFLICT (nonce, node_id) DO NOTHING
+RETURNING true;
+
 -- issue_buttons --
 -- The token of job $2's buttons: $1 for a job that has none yet, else the one it has.
 INSERT INTO courier_result_buttons (token, job_id) VALUES ($1, $2)

@@ -296,6 +296,17 @@ CREATE TABLE courier_owner_codes (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- Editor-proof nonces spent (editor_proof.py): a proof sends once on every backend of the database
+-- and across restarts. One row per Telegram Output node a proof approved, kept until no backend
+-- could still approve or run a copy of the proof (spend_editor_nonce drops expired rows).
+CREATE TABLE courier_editor_nonces (
+    nonce text NOT NULL,  -- the proof's nonce, 16-64 characters the editor chose at random
+    node_id text NOT NULL,  -- the Telegram Output node that spent it
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (nonce, node_id)
+);
+CREATE INDEX courier_editor_nonces_expires ON courier_editor_nonces (expires_at);
+
 CREATE TABLE courier_result_buttons (
     token text PRIMARY KEY,  -- the random part of the callback data of a job's buttons
     job_id bigint NOT NULL UNIQUE REFERENCES courier_jobs ON DELETE CASCADE,

@@ -3,7 +3,9 @@
 import asyncio
 import io
 import json
+import secrets
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +15,7 @@ from PIL import Image
 from telegram import Bot
 
 from comfyui_courier.config import Settings
+from comfyui_courier.editor_proof import Approval
 from comfyui_courier.health import Health
 from comfyui_courier.nodes.prefix import courier_prefix
 from comfyui_courier.tests.support.requires import require_comfy_api, require_module
@@ -204,16 +207,26 @@ async def test_send_files_sends_images_losslessly_and_videos_as_video(tmp_path, 
         assert image.size == (48, 32)
 
 
-async def test_send_from_editor_uses_the_running_bot_for_allowed_users_only(tmp_path, bot, botapi_bot, store):
+def approval(chat: int, nonce: str | None = None) -> Approval:
+    """What the editor gate approves for node 2 of a proved prompt."""
+    return Approval(chat, "2", nonce or secrets.token_hex(16), time.time() + 600)
+
+
+async def test_send_from_editor_uses_the_running_bot_for_allowed_users_only_and_each_proof_once(
+        tmp_path, bot, botapi_bot, store):
     (png,) = save_images(frames(1), target(tmp_path), None)
     courier = SimpleNamespace(bot=SimpleNamespace(application=SimpleNamespace(bot=bot)), health=Health("bot"),
                               store=store, settings=Settings(allowed_users=[4242]))
-    assert await send_from_editor(courier, asyncio.get_running_loop(), 4242, [png]) is None
+    sent = approval(4242)
+    assert await send_from_editor(courier, asyncio.get_running_loop(), sent, [png]) is None
     assert botapi_bot.outbox[0].method == "sendDocument"
-    sent = len(botapi_bot.outbox)
-    assert await send_from_editor(courier, asyncio.get_running_loop(), 5555, [png]) == (
+    count = len(botapi_bot.outbox)
+    assert await send_from_editor(courier, asyncio.get_running_loop(), approval(5555), [png]) == (
         "chat 5555 is not an allowed user or admin of the bot")
-    assert len(botapi_bot.outbox) == sent  # nothing sent, and no exception: the render stays saved
+    # the same proof approved again by another backend's gate, or after a restart: spent in PostgreSQL
+    assert await send_from_editor(courier, asyncio.get_running_loop(), approval(4242, sent.nonce), [png]) == (
+        "the editor's proof was already used (on another server of the bot, or before a restart)")
+    assert len(botapi_bot.outbox) == count  # nothing sent, and no exception: the render stays saved
 
 
 async def test_send_from_editor_says_why_when_the_bot_is_not_running(tmp_path):
@@ -223,9 +236,9 @@ async def test_send_from_editor_says_why_when_the_bot_is_not_running(tmp_path):
     saved = target(tmp_path).file(0, ".png")
     with pytest.raises(RuntimeError, match="bot is not running \\(TELEGRAM_BOT_TOKEN is not set\\); the render is "
                                            "saved as output/courier/result_00007_.png$"):  # no server path
-        await send_from_editor(courier, asyncio.get_running_loop(), 4242, [saved])
+        await send_from_editor(courier, asyncio.get_running_loop(), approval(4242), [saved])
     with pytest.raises(RuntimeError, match="Courier is not loaded"):
-        await send_from_editor(None, asyncio.get_running_loop(), 4242, [saved])
+        await send_from_editor(None, asyncio.get_running_loop(), approval(4242), [saved])
 
 
 @pytest.mark.parametrize("prefix,kept", [("courier/result", "courier/result"), ("result", "courier/result"),
