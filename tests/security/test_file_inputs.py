@@ -5,7 +5,8 @@ CourierTelegramOutput(filename_prefix="courier/leak")`` passed the hidden servic
 checked node types only), ComfyUI read the picture and saved it where ``/view`` hands it out; a
 ``name [output]`` or ``../`` did the same. Now the gateway judges each file input's value
 (``jobs/file_inputs.py``, wired as ``runtime`` wires it, through ``AnyoneService``) and answers
-403, and the node refuses the same names by itself when the prompt goes straight to ComfyUI.
+403, the node refuses the same names by itself when the prompt goes straight to ComfyUI, and
+publishing refuses a graph that names such a file.
 
 The gateway runs in this process on 127.0.0.1 in front of a real ComfyUI 0.3.64 with the pack
 (fixture pattern of test_leaked_client_key.py); ``LoadImage`` is among the sendable types, as it
@@ -28,6 +29,7 @@ from comfyui_courier.jobs.comfy_client import ComfyClient, ComfyError
 from comfyui_courier.jobs.errors import PromptRejected
 from comfyui_courier.jobs.file_inputs import NOT_A_COURIER_PICTURE, refusal
 from comfyui_courier.jobs.seed import sendable_node_types
+from comfyui_courier.server_routes import publish
 
 BOT = "bot-host-credential"
 JOB_S = 120
@@ -131,3 +133,21 @@ async def test_a_model_loader_takes_only_what_its_folder_lists(comfyui):
             await asyncio.wait_for(straight.run_prompt(graph), WAIT_S)
     (error,) = refused.value.node_errors["1"]["errors"]
     assert (error["type"], error["extra_info"]["input_name"]) == ("value_not_in_list", "ckpt_name")
+
+
+@pytest.mark.parametrize("auto", [None, {"image": "1"}])
+async def test_an_admin_published_graph_naming_a_server_file_is_refused_before_it_is_stored(auto):
+    """A published command would send the file to every user who runs it (the route: test_commands.py)."""
+    if auto is None:  # a command graph: its Telegram Input names the file
+        graph = leak("/srv/private.png")
+    else:  # a plain graph published with auto: the user's picture takes LoadImage 1's place, 3 stays
+        graph = {"1": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
+                 "2": {"class_type": "SaveImage", "inputs": {"images": ["1", 0], "filename_prefix": "x"}},
+                 "3": {"class_type": "LoadImage", "inputs": {"image": "../private.png"}},
+                 "4": {"class_type": "SaveImage", "inputs": {"images": ["3", 0], "filename_prefix": "y"}}}
+    types = {"CourierTelegramInput", "CourierTelegramOutput", "LoadImage", "SaveImage"}
+    with pytest.raises(publish.FileRefused) as refused:  # raised before the database (None here) is asked
+        await publish.publish(None, graph, types, name="leak", auto=auto)
+    problem = refused.value.problem
+    assert (problem.key, problem.params["node_id"]) == ("file_input_refused", "1" if auto is None else "3")
+    assert "private" not in str(refused.value)
