@@ -12,7 +12,7 @@ the full CLIP-L of ``sd1_clip_config.json`` (weights it does not find stay
 uninitialised, so every one is written); the VAE may be TAESD-shaped.
 
 Seeded, so the same bytes every time; a file is written under a temporary name
-and renamed, and one that is complete and of this format is left alone.
+and renamed (mode 0644), and one that is complete and of this format is left alone.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ FORMAT = "courier-tiny-sd15/1"  # in each file's metadata: change it when the te
 SEED = 20260
 STD = 0.02  # the UNet, CLIP and LoRA; the VAE's are 1/sqrt(fan-in), so its picture is not flat grey
 LORA_RANK = 4
+FILE_MODE = 0o644
+"""Readable by a ComfyUI that runs as another user (a service account), as a downloaded model is."""
 
 _CH, _CONTEXT, _TIME = 320, 768, 1280
 _UNET = "model.diffusion_model."
@@ -174,6 +176,7 @@ def _write(path: Path, shapes: dict[str, tuple], scalars: dict[str, float]) -> b
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         save_file(_tensors(shapes, scalars), str(partial), metadata={"format_courier": FORMAT})
+        partial.chmod(FILE_MODE)  # safetensors creates it 0600
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)

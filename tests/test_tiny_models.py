@@ -31,3 +31,9 @@ def test_the_files_are_written_once_seeded_and_a_broken_one_again(tmp_path):
     assert write_tiny_models(tmp_path) == {tmp_path / CHECKPOINT: False, lora: True}
     assert digest(lora) == first[lora]  # the same bytes again
     assert not list(tmp_path.rglob("*.partial"))
+
+
+def test_the_files_are_readable_by_a_comfyui_running_as_another_user(tmp_path):
+    """safetensors creates its files 0600; ComfyUI may run as another user (a service account)."""
+    for path in write_tiny_models(tmp_path):
+        assert path.stat().st_mode & 0o777 == 0o644, (path, oct(path.stat().st_mode))
