@@ -8,10 +8,13 @@ one in, a ban keeps one out); under DNS rebinding (a forged Host, and Chromium m
 every route answers 403. A page of another origin -- another loopback port, a sandboxed frame
 (``Origin: null``), or a page reaching ComfyUI at ``0.0.0.0``, ``[::ffff:127.0.0.1]`` or a LAN address,
 which ComfyUI's own Origin check does not cover -- neither queues a prompt nor opens ``/ws`` (403).
+A proof used on one backend of the bot sends nothing on another, nor after a restart (PostgreSQL keeps
+it spent); the owner code is on the console only, never in the log ComfyUI serves at /internal/logs.
 """
 
 import asyncio
 import json
+import re
 import secrets
 import time
 import urllib.error
@@ -162,6 +165,38 @@ async def test_a_user_let_in_only_in_postgresql_receives_the_render_and_a_banned
     assert (server.base_directory / "output" / ref["subfolder"] / ref["filename"]).is_file()  # still saved
     assert refusal(record) == f"chat {BANNED} is not an allowed user or admin of the bot"
     assert sent_to(botapi_bot, BANNED) == []
+
+
+async def test_a_proof_sends_once_on_every_backend_of_the_bot(comfyui_with_bot, comfyui_factory, botapi, botapi_bot,
+                                                             pg_database):
+    """A second ComfyUI serving the same bot (a fresh gate, as after a restart) approves a copy of a used
+    proof in its own memory; PostgreSQL, which both share, lets it send nothing (it sent again)."""
+    first = comfyui_with_bot
+    botapi_bot.inject_text(USER, "/help")  # a user who has started the bot
+    prompt = graph(str(USER), "courier/once")
+    given = proof(prompt)
+    record = await queue_and_wait(first, prompt, given)
+    assert "text" not in record["outputs"]["2"] and len(sent_to(botapi_bot, USER)) == 2
+    second = comfyui_factory(start=False, env={
+        "TELEGRAM_BOT_TOKEN": botapi_bot.token, "COURIER_TELEGRAM_API_URL": botapi.url,
+        "COURIER_DATABASE_URL": pg_database, "COURIER_ADMIN_TOKEN": TOKEN, "COURIER_ALLOWED_USERS": str(USER),
+        "COURIER_RECEIVE_UPDATES": "0"})  # the first takes the updates
+    await asyncio.to_thread(second.start)
+    await bot_settled(second)
+    record = await queue_and_wait(second, prompt, given)
+    assert refusal(record) == "the editor's proof was already used (on another server of the bot, or before a restart)"
+    assert len(sent_to(botapi_bot, USER)) == 2
+
+
+async def test_the_owner_code_is_on_the_console_and_never_in_the_log_comfyui_serves(comfyui_with_bot):
+    """No admin yet: the owner code is printed for the operator. Whoever reaches ComfyUI reads its log at
+    /internal/logs (logging and sys.stderr end there): the code must not be in it."""
+    server = comfyui_with_bot
+    (code,) = re.findall(r"/start ([A-Za-z0-9_-]{22}) ", server.log_text())  # ComfyUI's stdout and stderr
+    status, served = await asyncio.to_thread(request, server, "GET", "/internal/logs")
+    assert status == 200 and "[Courier]" in served  # our log lines are there
+    assert code not in served
+    assert "owner code is printed on the console (stderr), not in this log" in served
 
 
 def refusal(record: dict) -> str:
