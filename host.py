@@ -28,7 +28,10 @@ def attach(prompt_server) -> None:
         return
     courier = Courier.for_comfyui(*_comfyui_locations())
     app[COURIER] = courier
-    app.middlewares.insert(0, host_guard(courier.settings))  # before ComfyUI's own: a refused Host goes no further
+    from comfy.cli_args import args
+
+    # before ComfyUI's own: a refused Host or Origin goes no further
+    app.middlewares.insert(0, host_guard(courier.settings, args.enable_cors_header))
     settings = courier.settings
     gate = EditorGate(settings.admin_token.reveal() if settings is not None else "")
     app[EDITOR_GATE] = gate

@@ -15,7 +15,9 @@ frame. This middleware, first on ComfyUI's app, lets a request through only when
   default when one omits it), under every Host; else 403 ``origin_not_allowed``. The editor and
   the Courier panel are pages of this server, so their origin matches; programs (the bot, the
   gateway, curl) send none. ``null`` (a sandboxed frame, a ``data:`` or ``file:`` page, a redirect
-  across sites) is never a page of this server, and anyone can make one: refused.
+  across sites) is never a page of this server, and anyone can make one: refused. The one exception
+  is the origin an operator names with ComfyUI's ``--enable-cors-header ORIGIN`` (a frontend served
+  elsewhere); its bare form (``*``, every site) opens nothing here, and the log says so.
 """
 
 from __future__ import annotations
@@ -68,10 +70,15 @@ def _same_name(one: str, other: str) -> bool:
         return one == other  # urlsplit gives names lower case
 
 
-def host_guard(settings) -> web.middleware:
-    """The middleware for ``settings`` (None when they failed to load: loopback names and addresses only)."""
+def host_guard(settings, cors_origin: str | None = None) -> web.middleware:
+    """The middleware for ``settings`` (None when they failed to load: loopback names and addresses only);
+    ``cors_origin`` is ComfyUI's ``--enable-cors-header`` value, an origin let in besides the server's own."""
     allowed = frozenset(settings.allowed_hosts) if settings is not None else frozenset()
     anon = settings is not None and settings.anyone_enabled
+    if cors_origin == "*":
+        log.warning("--enable-cors-header without an origin lets every site in to ComfyUI; Courier still refuses "
+                    "pages of other origins: name the one to allow (--enable-cors-header https://app.example)")
+    trusted = cors_origin.rstrip("/").lower() if cors_origin and cors_origin != "*" else None
 
     @web.middleware
     async def guard(request: web.Request, handler):
@@ -84,7 +91,7 @@ def host_guard(settings) -> web.middleware:
                             "COURIER_ALLOWED_HOSTS to allow it (browsers on a page under a foreign name are "
                             "refused against DNS rebinding)").response()
         origin = request.headers.get("Origin")
-        if origin is not None and not origin_matches(origin, host, request.scheme):
+        if origin is not None and origin.lower() != trusted and not origin_matches(origin, host, request.scheme):
             log.warning("refused %s %s: Origin %r is not this server's (Host %r)",
                         request.method, request.path, origin[:80], host[:80])
             return ApiError(403, "origin_not_allowed",

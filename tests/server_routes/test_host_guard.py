@@ -82,3 +82,16 @@ async def test_a_foreign_host_is_refused_whatever_its_origin(guarded):
     """DNS rebinding: the page's own name, rebound to 127.0.0.1, in both headers."""
     status, reply = await post(guarded, "evil.example:8188", "http://evil.example:8188")
     assert (status, reply["error"]["code"]) == (403, "host_not_allowed")
+
+
+async def test_the_origin_named_by_enable_cors_header_is_let_in_and_a_bare_star_opens_nothing():
+    async def prompt(_):
+        return web.json_response({"prompt_id": "1"})
+
+    for cors, passes in (("https://app.example", True), ("*", False), (None, False)):
+        app = web.Application(middlewares=[host_guard(load_settings(None, {}), cors)])
+        app.router.add_post("/prompt", prompt)
+        async with serve_app(app) as url, ClientSession(trust_env=False) as http:
+            for origin, expected in (("https://app.example", 200 if passes else 403), ("https://evil.example", 403)):
+                async with http.post(f"{url}/prompt", data="{}", headers={"Origin": origin}) as reply:
+                    assert reply.status == expected, (cors, origin)
