@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 from pathlib import Path
 
 from .config import CONFIG_FILE_NAME, SettingsError, load_settings
+from .logs import log_to_console
 
 
 def main(argv: list[str]) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     sub.add_parser("tiny-models", help="write a tiny random-weight SD 1.x checkpoint and LoRA (tests, try)",
                    add_help=False)
     args, rest = parser.parse_known_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log_to_console()
     if args.command == "install-anon":
         from .anyone.install import main as install_main
 
