@@ -230,7 +230,9 @@ DELETE FROM courier_queue_messages WHERE chat_id = $1;
 -- courier_queue's position for these jobs alone (the view computes every queued job's, against every
 -- user's turn: under a flood each queue message's update would cost queued jobs × users rows). A
 -- job's place depends only on its user's turn and its rank k among its user's jobs: it is computed
--- once per (user, k), the queued jobs counted per user before their users' rows are joined.
+-- once per (user, k), the queued jobs counted per user before their users' rows are joined. A job
+-- queued again after it ran (its backend died) has a status message of its own, which says so: it is
+-- not listed (a "Queued" line would come after that later state), though it keeps its place.
 WITH counts AS (
     SELECT user_id, count(*) AS n, min(id) AS first_id FROM courier_jobs WHERE status = 'queued' GROUP BY user_id
 ), turns AS (
@@ -240,12 +242,12 @@ WITH counts AS (
 ), mine AS (
     SELECT * FROM (
         SELECT j.id, j.chat_id, j.user_id, j.command, j.params->>'language' AS language, j.reply_to_message_id,
-               row_number() OVER (PARTITION BY j.user_id ORDER BY j.id) AS k
+               j.status_message_id, row_number() OVER (PARTITION BY j.user_id ORDER BY j.id) AS k
         FROM courier_jobs j
         WHERE j.status = 'queued'
           AND j.user_id IN (SELECT c.user_id FROM courier_jobs c WHERE c.chat_id = $1 AND c.status = 'queued')
     ) theirs
-    WHERE theirs.chat_id = $1
+    WHERE theirs.chat_id = $1 AND theirs.status_message_id IS NULL
 ), places AS (
     SELECT ranks.user_id, ranks.k,
            1 + sum(least(o.n, ranks.k - 1) + (o.turn < me.turn AND o.n >= ranks.k)::int)::bigint AS position
