@@ -137,15 +137,14 @@ def check_port_free(port: int, option: str) -> None:
 
 
 def find_anon_binary(comfyui_dir: Path) -> Path:
+    """The anon that ComfyUI's Courier would find (``find_anon``: the one lookup); a TryError without one."""
     from .anyone.install import find_anon
 
-    candidates = [find_anon(os.environ.get("COURIER_ANON_BINARY", ""), comfyui_dir / "user" / "courier"),
-                  Path.home() / ".comfyui-courier" / "bin" / "anon"]
-    for anon in candidates:
-        if anon is not None and anon.is_file():
-            return anon
-    raise TryError("--anyone needs the anon binary, which is not installed: run "
-                   "`python custom_nodes/<this pack> install-anon` (or set COURIER_ANON_BINARY)")
+    anon = find_anon(os.environ.get("COURIER_ANON_BINARY", ""), comfyui_dir / "user" / "courier")
+    if anon is None or not anon.is_file():
+        raise TryError("--anyone needs the anon binary, which is not installed: run "
+                       "`python custom_nodes/<this pack> install-anon` (or set COURIER_ANON_BINARY)")
+    return anon
 
 
 async def start_emulator(port: int):

@@ -154,10 +154,14 @@ def install(target: Path, *, tarball: Path | None = None, force: bool = False) -
 
 
 def find_anon(configured: str = "", data_dir: str | os.PathLike | None = None) -> Path | None:
-    """The anon to run: the ``anon_binary`` setting, else an installed one, else PATH."""
+    """The anon to run: the ``anon_binary`` setting, else an installed one, else PATH. The one lookup of
+    every part (ComfyUI's Courier, the standalone bot, ``try``): installed means in ``<data_dir>/bin``,
+    ``default_dir()`` or the standalone default ``~/.comfyui-courier/bin``, wherever ``install-anon``
+    was run from (a clone outside ComfyUI puts it in the last)."""
     if configured:
         return Path(configured).expanduser()
-    for folder in ([Path(data_dir) / "bin"] if data_dir else []) + [default_dir()]:
+    folders = [Path(data_dir) / "bin"] if data_dir else []
+    for folder in [*folders, default_dir(), Path.home() / ".comfyui-courier" / "bin"]:
         if (folder / "anon").is_file():
             return folder / "anon"
     found = shutil.which("anon")

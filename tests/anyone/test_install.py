@@ -135,6 +135,7 @@ def test_cli_reports_errors_without_traceback(tmp_path, capsys):
 
 def test_find_anon_prefers_setting_then_installed_then_path(tmp_path, monkeypatch):
     monkeypatch.setenv("COURIER_DATA_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.comfyui-courier/bin/anon
     monkeypatch.setenv("PATH", str(tmp_path / "path"))
     (tmp_path / "path").mkdir()
     on_path = tmp_path / "path" / "anon"
