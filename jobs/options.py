@@ -54,6 +54,10 @@ TARGETS = {"seed": "seed", "ar": "size", "size": "size", "steps": "steps", "n": 
 SHOWN = ("seed", "ar", "size", "steps", "n", "neg", "model", "lora", "cfg", "strength")
 """The order /help, the errors and the editor panel list the options in."""
 AR_STEP, SIZE_STEP = 16, 8  # sides from --ar are rounded to multiples of 16, from --size to 8
+LOWEST_GRAPH_SIDE = 64
+"""Where the default --size range starts for a graph smaller than its usual lowest (a small model's)."""
+AR_FLOOR = 4
+"""The widest ratio --ar always offers (where the size range allows it), even for a graph too small to keep its area."""
 
 # Outputs of the Telegram Input (nodes/telegram_input.py RETURN_NAMES)
 IMAGE, WIDTH, HEIGHT, STEPS, NEGATIVE, BATCH = 1, 4, 5, 8, 9, 10
@@ -87,10 +91,21 @@ class OptionSpec:
 
     @property
     def max_ratio(self) -> float:
-        """The widest aspect ratio --ar can give within the size range, keeping the area (to 1/100)."""
+        """The widest aspect ratio --ar can give within the size range (to 1/100): keeping the area, and
+        at least ``AR_FLOOR``:1 where the area is small, the shorter side then growing to the lowest
+        size (``ratio_sides``)."""
         low, high = self.ranges["size"]
         area = self.size[0] * self.size[1]
-        return math.floor(100 * min(high * high / area, area / (low * low))) / 100
+        return math.floor(100 * min(high * high / area, high / low, max(area / (low * low), AR_FLOOR))) / 100
+
+    def ratio_sides(self, ratio: float) -> tuple[float, float]:
+        """Width and height of ``ratio`` (within ``max_ratio``) about as many pixels as ``size``, the
+        shorter side no less than the lowest size."""
+        low = self.ranges["size"][0]
+        area = self.size[0] * self.size[1]
+        width, height = math.sqrt(area * ratio), math.sqrt(area / ratio)
+        grow = max(1.0, low / min(width, height))
+        return width * grow, height * grow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,8 +116,10 @@ class Run:
     inputs: dict[str, Any]
 
 
-def declared(text: str) -> dict[str, tuple[float, float] | None]:
-    """The options a declaration names, with their ranges; ValueError (saying why) if it is malformed."""
+def declared(text: str, defaults: Mapping[str, tuple[float, float] | None] = DEFAULT_RANGES,
+             ) -> dict[str, tuple[float, float] | None]:
+    """The options a declaration names, with their ranges (``defaults``' where it gives none); ValueError
+    (saying why) if it is malformed."""
     ranges: dict[str, tuple[float, float] | None] = {}
     for item in text.replace(",", " ").lower().split():
         match = _ITEM.fullmatch(item)
@@ -112,7 +129,7 @@ def declared(text: str) -> dict[str, tuple[float, float] | None]:
         name, first, second = match.groups()
         limits = LIMITS[name]
         if first is None:
-            ranges[name] = DEFAULT_RANGES[name]
+            ranges[name] = defaults[name]
             continue
         if limits is None:
             raise ValueError(f"options: {name} takes no range")
@@ -140,18 +157,29 @@ def command_options(workflow: dict) -> OptionSpec:
     declaration = inputs.get("options", DEFAULT_DECLARATION)
     if not isinstance(declaration, str):
         raise WorkflowError("options: the Telegram Input's options must be a text")
+    size = (_number_or(inputs.get("width"), DEFAULT_SIZE), _number_or(inputs.get("height"), DEFAULT_SIZE))
+    steps = _number_or(inputs.get("steps"), DEFAULT_STEPS)
     try:
-        ranges = declared(declaration)
+        ranges = declared(declaration, graph_ranges(size, steps))
     except ValueError as exc:
         raise WorkflowError(str(exc)) from None
     used = used_outputs(workflow)
     card = IMAGE in used and not inputs.get("require_image", False)  # the prompt card, sized width x height
     reaches = {"size": bool({WIDTH, HEIGHT} & used) or card, "steps": STEPS in used,
                "neg": NEGATIVE in used, "n": True, **model_graph.offered(workflow)}
-    return OptionSpec({name: rng for name, rng in ranges.items() if reaches[name]},
-                      size=(_number_or(inputs.get("width"), DEFAULT_SIZE),
-                            _number_or(inputs.get("height"), DEFAULT_SIZE)),
-                      steps=_number_or(inputs.get("steps"), DEFAULT_STEPS), batch=BATCH in used)
+    return OptionSpec({name: rng for name, rng in ranges.items() if reaches[name]}, size=size, steps=steps,
+                      batch=BATCH in used)
+
+
+def graph_ranges(size: tuple[int, int], steps: int) -> dict[str, tuple[float, float] | None]:
+    """``DEFAULT_RANGES`` widened to take the graph's own size and steps (a graph smaller than the
+    default lowest size goes down to ``LOWEST_GRAPH_SIDE``): what an option declared without a range
+    offers. A declared range is the owner's word and stays as written."""
+    low, high = DEFAULT_RANGES["size"]
+    low = low if min(size) >= low else LOWEST_GRAPH_SIDE
+    high = min(SIZE_LIMITS[1], max(high, SIZE_STEP * math.ceil(max(size) / SIZE_STEP)))
+    most_steps = min(STEPS_LIMITS[1], max(DEFAULT_RANGES["steps"][1], steps))
+    return {**DEFAULT_RANGES, "size": (low, high), "steps": (DEFAULT_RANGES["steps"][0], most_steps)}
 
 
 def _number_or(value: Any, default: int) -> int:
@@ -257,8 +285,8 @@ def _ratio_size(value: str, spec: OptionSpec) -> tuple[int, int]:
     ratio = int(match[1]) / int(match[2]) if match and int(match[1]) and int(match[2]) else 0
     if not 1 / limit <= ratio <= limit:
         raise OptionError("option_bad_ar", value=_shown(value), limit=format(limit, "g"))
-    area = spec.size[0] * spec.size[1]
-    return _round(math.sqrt(area * ratio), AR_STEP, low, high), _round(math.sqrt(area / ratio), AR_STEP, low, high)
+    width, height = spec.ratio_sides(ratio)
+    return _round(width, AR_STEP, low, high), _round(height, AR_STEP, low, high)
 
 
 def _round(side: float, step: int, low: int, high: int) -> int:

@@ -140,3 +140,11 @@ def test_defaults_are_checked_against_the_widest_ranges():
     assert chosen["steps"] == 500 and chosen["n"] == 4
     with pytest.raises(OptionError):
         choose([("n", "5")], [], WIDEST)
+
+
+def test_help_of_a_published_128_px_graph_offers_its_own_size_and_sensible_ratios():
+    from comfyui_courier.tests.jobs.test_options import published_at
+
+    assert option_lines(published_at(128, 128), say_in("en"))[1:3] == [
+        "--ar W:H — aspect ratio, from 1:4 to 4:1, about as many pixels as 128×128",
+        "--size WxH — width and height, each from 64 to 2048 (default 128x128)"]

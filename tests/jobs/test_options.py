@@ -160,3 +160,27 @@ def test_the_planned_inputs_are_what_fill_job_sets_on_the_input():
     (node,) = [n for n in filled.values() if n["class_type"] == INPUT]
     assert {k: node["inputs"][k] for k in ("width", "height", "steps", "negative", "batch", "prompt", "seed")} == \
         {"width": 768, "height": 512, "steps": 9, "negative": "fog", "batch": 2, "prompt": "a cat", "seed": 3}
+
+
+def published_at(width: int, height: int, steps: int = 20) -> OptionSpec:
+    """The options of ComfyUI's default graph published with its latent at width x height (issue 29)."""
+    from comfyui_courier.tests.jobs.test_autopublish import DEFAULT_SD, graph, published
+
+    latent = {**DEFAULT_SD["5"], "inputs": {"batch_size": 1, "width": width, "height": height}}
+    sampler = {**DEFAULT_SD["3"], "inputs": {**DEFAULT_SD["3"]["inputs"], "steps": steps}}
+    return command_options(published(graph(**{"5": latent, "3": sampler})))
+
+
+def test_a_published_graph_s_own_size_and_steps_lie_within_its_ranges():
+    spec = published_at(128, 128, steps=150)
+    assert spec.size == (128, 128) and spec.ranges["size"] == (64, 2048) and spec.ranges["steps"] == (1, 150)
+    assert check("size", "128", spec)[1] == (128, 128) and check("steps", "150", spec)[1] == 150
+    assert (spec.max_ratio, check("ar", "2:1", spec)[1], check("ar", "1:4", spec)[1]) == (4, (176, 96), (64, 256))
+    tiny = published_at(64, 64)  # the lowest a graph's size widens the range to: --ar grows the short side
+    assert (tiny.ranges["size"], check("ar", "4:1", tiny)[1], check("ar", "1:1", tiny)[1]) == \
+        ((64, 2048), (256, 64), (64, 64))
+    assert published_at(40, 48).ranges["size"] == (64, 2048)  # not below 64
+    assert published_at(3000, 1000).ranges["size"] == (256, 3000)
+    with pytest.raises(OptionError) as raised:
+        check("ar", "5:1", spec)
+    assert raised.value.params["limit"] == "4"
