@@ -133,7 +133,6 @@ class Courier:
                 if not exc.retry:
                     return
                 continue
-            log.info("bot: connected to the Bot API as @%s (attempt %d)", self.bot.application.bot.username, attempt)
             try:
                 await self._start_dispatcher()
             except Exception:

@@ -110,7 +110,7 @@ class BotService:
         self._started = True
         await offer_ownership(self.application.bot_data.store.pool, self.settings, self.application.bot.username)
         if not self.settings.receive_updates:  # another host on the database takes the updates
-            self.health.set("bot", "ok", f"@{self.application.bot.username}", mode="send-only")
+            self._connected("send-only")
             return
         if not self.settings.webhook_url:
             self._poller = Poller(self.application, self._updates, self.application.bot_data.store.pool,
@@ -122,8 +122,12 @@ class BotService:
             await self.application.bot.set_webhook(self.settings.webhook_url, secret_token=self.webhook_secret.reveal(),
                                                    allowed_updates=list(ALLOWED_UPDATES))
         await self.publish_command_menu()
-        self.health.set("bot", "ok", f"@{self.application.bot.username}",
-                        mode="webhook" if self.settings.webhook_url else "polling")
+        self._connected("webhook" if self.settings.webhook_url else "polling")
+
+    def _connected(self, mode: str) -> None:
+        """Health ok, and one console line on every start (the first too): the bot is there."""
+        self.health.set("bot", "ok", f"@{self.application.bot.username}", mode=mode)
+        log.info("bot: connected to the Bot API as @%s (%s)", self.application.bot.username, mode)
 
     def read_update(self, payload: dict) -> Update:
         """An update POSTed by Telegram (webhook mode); raises whatever python-telegram-bot's
