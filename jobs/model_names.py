@@ -91,11 +91,14 @@ def job_graph(workflow: dict, chosen: Mapping[str, Any], files: Mapping[str, Ite
 
     Without ``--model`` the graph keeps its checkpoint where a backend has it, else takes the first
     one there is (a shipped graph's is a stand-in); with no list yet, it is left as it is.
-    :raises OptionError: a name means no file, or several.
+    :raises OptionError: a name means no file, or several; ``checkpoint_none``: the backends' lists
+        hold no checkpoint at all (the stand-in's name would only confuse).
     """
     checkpoints = sorted(files.get(CHECKPOINTS, ()))
     if "model" in chosen:
         checkpoint = resolve("model", chosen["model"], checkpoints)
+    elif CHECKPOINTS in files and not checkpoints:
+        raise OptionError("checkpoint_none")
     else:
         stored = {model_graph.checkpoint_of(workflow)} & set(checkpoints)
         checkpoint = next(iter(stored), checkpoints[0] if checkpoints else None)
