@@ -1,10 +1,11 @@
 """The bot's rate limiter: Telegram's limits kept exactly, results before status messages.
 
 Only messages count (``windows.messages_in``: send, edit, delete, copy, forward, an album's each
-item; not chat actions, getFile, callback answers): each goes through its chat's window (13 in any 10 s in a private
-chat, 20 a minute in a group), then the bot's (30 in any second), then, when several hosts serve
-the bot, a slot of the fleet's (``fleet.FleetSlots``, in PostgreSQL). Everything else goes
-straight through.
+item; not chat actions, getFile, callback answers): each goes through its chat's windows (13 in any
+10 s and 3 in any 1 s in a private chat, 20 a minute in a group), then the bot's (30 in any second),
+then, when several hosts serve the bot, a slot of the fleet's (``fleet.FleetSlots``, in
+PostgreSQL). Everything else goes straight through. An album of more items than a window's limit
+goes alone in that window (as Telegram takes it: one request).
 
 A 429 replaces python-telegram-bot's ``AIORateLimiter``'s pause of every request: its
 ``retry_after`` pauses the chat it came from, and every chat only when 429s came from several

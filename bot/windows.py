@@ -44,13 +44,14 @@ class Limits:
 
     overall: Limit = Limit(30, 1.0)
     """All chats together."""
-    private_chat: Limit = Limit(13, 10.0)
-    """About one a second sustained, a short burst allowed (a result's document and photo back to back)."""
-    group: Limit = Limit(20, 60.0)
+    private_chat: tuple[Limit, ...] = (Limit(13, 10.0), Limit(3, 1.0))
+    """About one a second sustained (Telegram's FAQ), a short burst allowed: a result's document and
+    photo back to back plus one status message, never more in any second."""
+    group: tuple[Limit, ...] = (Limit(20, 60.0),)
     """A group, supergroup or channel (a negative or @name chat id)."""
 
-    def of_chat(self, chat: int | str) -> Limit:
-        """A private chat's limit, or a group's (an inline message's id stands for a private chat)."""
+    def of_chat(self, chat: int | str) -> tuple[Limit, ...]:
+        """A private chat's limits, or a group's (an inline message's id stands for a private chat)."""
         group = chat.startswith("@") if isinstance(chat, str) else chat < 0
         return self.group if group else self.private_chat
 
@@ -94,6 +95,29 @@ class SlidingWindow:
         return not self._in_flight and (not self._frees or max(self._frees) <= now)
 
 
+class Windows:
+    """Several sliding windows a request must find room in at once (a private chat's 13 in any 10 s
+    and 3 in any 1 s): the same calls as ``SlidingWindow``, each applied to all of them."""
+
+    def __init__(self, limits: tuple[Limit, ...]):
+        self._windows = [SlidingWindow(limit) for limit in limits]
+
+    def wait(self, now: float, slots: int = 1) -> float | None:
+        waits = [window.wait(now, slots) for window in self._windows]
+        return None if None in waits else max(waits)
+
+    def take(self, slots: int = 1) -> None:
+        for window in self._windows:
+            window.take(slots)
+
+    def done(self, now: float, slots: int = 1) -> None:
+        for window in self._windows:
+            window.done(now, slots)
+
+    def idle(self, now: float) -> bool:
+        return all(window.idle(now) for window in self._windows)
+
+
 class FloodHits:
     """The 429s of the last ``within`` seconds: whether they came from ``several`` chats at once
     (Telegram's limit for all chats together, then), or from one chat over its own limit."""
@@ -112,14 +136,15 @@ class FloodHits:
 
 
 class Gate:
-    """Requests through one window in the order they came, results before status messages, and
-    none while ``paused_until`` (a 429's ``retry_after``) is ahead.
+    """Requests through a window (or several at once: ``Windows``) in the order they came, results
+    before status messages, and none while ``paused_until`` (a 429's ``retry_after``) is ahead.
 
     ``status_every``: a status message that waits goes after at most this many results (None:
     results always first), so a steady stream of results never starves the acknowledgements."""
 
-    def __init__(self, limit: Limit, clock: Callable[[], float] = time.monotonic, *, status_every: int | None = None):
-        self.window = SlidingWindow(limit)
+    def __init__(self, limits: Limit | tuple[Limit, ...], clock: Callable[[], float] = time.monotonic, *,
+                 status_every: int | None = None):
+        self.window = Windows(limits if isinstance(limits, tuple) else (limits,))
         self.paused_until = 0.0
         self.status_every = status_every
         self._results_in_a_row = 0

@@ -5,7 +5,8 @@ Telegram publishes no exact figures; these are the ones its Bots FAQ and python-
 emulator (``Call.received_at``):
 
 - 30 messages in any second, all chats together;
-- 13 in any 10 seconds in one private chat (about one a second, a short burst allowed);
+- 13 in any 10 seconds and 3 in any second in one private chat (about one a second, a short
+  burst allowed);
 - 20 in any minute in one group, supergroup or channel.
 
 A message is a request that sends, edits, deletes, copies or forwards one in a chat, and each item
@@ -23,8 +24,8 @@ from typing import Any
 from .wire import ApiError, fault_error
 
 OVERALL = (30, 1.0)
-PRIVATE_CHAT = (13, 10.0)
-GROUP = (20, 60.0)
+PRIVATE_CHAT = ((13, 10.0), (3, 1.0))
+GROUP = ((20, 60.0),)
 COUNTED_PREFIXES = ("send", "edit", "delete", "copy", "forward")
 NOT_COUNTED = frozenset({"sendChatAction"})
 
@@ -65,7 +66,8 @@ class FloodLimits:
         count = message_count(method, params)
         chat = params.get("chat_id", params.get("inline_message_id"))
         group = chat.startswith("@") if isinstance(chat, str) else isinstance(chat, int) and chat < 0
-        windows = [("bot", OVERALL), (("chat", chat), GROUP if group else PRIVATE_CHAT)]
+        windows = [(("bot",), OVERALL)] + [(("chat", chat, period), (limit, period))
+                                           for limit, period in (GROUP if group else PRIVATE_CHAT)]
         waits = [self._wait(key, limit, period, now, count) for key, (limit, period) in windows]
         if max(waits) > 0:
             return fault_error(429, max(1, math.ceil(max(waits))), None)

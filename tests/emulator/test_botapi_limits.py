@@ -1,6 +1,6 @@
 """The emulator's flood limits (``emulator/botapi/limits.py``): off by default, and when a test turns
-them on, a message past 30 in any second, 13 in any 10 s in a private chat or 20 in any minute in a
-group is answered 429 with retry_after, as Telegram does; chat actions and callback answers are free."""
+them on, a message past 30 in any second, 13 in any 10 s or 3 in any 1 s in a private chat or 20 in
+any minute in a group is answered 429 with retry_after, as Telegram does; chat actions and callback answers are free."""
 
 import aiohttp
 import pytest
@@ -34,9 +34,14 @@ def test_a_message_past_a_window_is_answered_429_with_the_seconds_until_it_has_r
     assert limits.admit("sendMessage", {"chat_id": 31}, 101.0) is None  # the first 30 are a second old
 
     private = FloodLimits()
-    assert all(private.admit("sendMessage", {"chat_id": 7}, 10.0 + i / 100) is None for i in range(13))
-    assert private.admit("editMessageText", {"chat_id": 7}, 12.0).retry_after == 8
-    assert private.admit("sendMessage", {"chat_id": 8}, 12.0) is None  # another chat has room
+    assert all(private.admit("sendMessage", {"chat_id": 7}, 10.0 + i / 2) is None for i in range(13))
+    assert private.admit("editMessageText", {"chat_id": 7}, 17.0).retry_after == 3  # 13 since 10.0
+    assert private.admit("sendMessage", {"chat_id": 8}, 17.0) is None  # another chat has room
+
+    burst = FloodLimits()
+    assert all(burst.admit("sendMessage", {"chat_id": 7}, 10.0 + i / 100) is None for i in range(3))
+    assert burst.admit("sendPhoto", {"chat_id": 7}, 10.5).retry_after == 1  # 3 in the last second
+    assert burst.admit("sendMessage", {"chat_id": 7}, 11.0) is None
 
     group = FloodLimits()
     assert all(group.admit("sendMessage", {"chat_id": -100}, float(i)) is None for i in range(20))
@@ -49,21 +54,21 @@ async def test_the_mode_is_off_by_default_and_switched_over_the_test_api(botapi,
     api, control = f"{botapi.base_url}{botapi_bot.token}", f"{botapi.url}/_emulator/bots/{botapi_bot.token}"
     async with aiohttp.ClientSession() as http:
 
-        async def send_14() -> tuple[list[int], dict]:
+        async def send_4() -> tuple[list[int], dict]:
             statuses = []
-            for i in range(14):
+            for i in range(4):
                 async with http.post(f"{api}/sendMessage", json={"chat_id": 42, "text": str(i)}) as response:
                     statuses.append(response.status)
                     body = await response.json()
             return statuses, body
 
-        assert (await send_14())[0] == [200] * 14
+        assert (await send_4())[0] == [200] * 4
         async with http.get(f"{control}/limits") as response:
             assert await response.json() == {"enforce": False}
         async with http.post(f"{control}/limits", json={"enforce": True}) as response:
             assert await response.json() == {"enforce": True}
-        statuses, body = await send_14()
-        assert statuses == [200] * 13 + [429]
-        assert body["parameters"]["retry_after"] == 10 and body["description"].startswith("Too Many Requests")
+        statuses, body = await send_4()
+        assert statuses == [200] * 3 + [429]
+        assert body["parameters"]["retry_after"] == 1 and body["description"].startswith("Too Many Requests")
         async with http.post(f"{control}/limits", json={"enforce": "yes"}) as response:
             assert response.status == 400
