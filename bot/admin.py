@@ -40,7 +40,8 @@ from .parsing import clean_text, parse_command
 BACKEND_ACTIONS = {"drain": True, "undrain": False}  # /backends <action> <id> -> draining
 COMMAND_NAME = re.compile(r"^/?([A-Za-z0-9_]{1,32})$")
 JOB_ID = re.compile(r"^#?([0-9]{1,18})$")
-USER_REF = re.compile(r"^(?:([0-9]{1,18})|@([A-Za-z0-9_]{5,32}))$")
+USER_REF = re.compile(r"^(?:([1-9][0-9]{0,17})|@([A-Za-z0-9_]{5,32}))$")
+"""A user id (Telegram's start at 1) or a ``@username``."""
 MAX_ROWS = 25  # table rows in a chat message
 MAX_RUNS = 1000  # stored runs read for /compare, newest first
 MAX_WORKFLOW_CHARS = 256
@@ -303,8 +304,16 @@ async def unban(update: Update, context: CourierContext) -> None:
     """``/unban <user id or @username>``."""
     if not await _admin_only(update, context, "unban") or (user_id := await _target(update, context, "unban")) is None:
         return
+    if not await _is_banned(context, user_id):
+        await update.effective_message.reply_text(context.t(update, "unban_not_banned", user_id=user_id))
+        return
     await access_store.set_banned(context.pool, user_id, False)
     await update.effective_message.reply_text(context.t(update, "unban_done", user_id=user_id))
+
+
+async def _is_banned(context: CourierContext, user_id: int) -> bool:
+    user = await users.get_user(context.pool, user_id)
+    return user is not None and user.banned
 
 
 async def _is_admin_id(context: CourierContext, user_id: int) -> bool:
@@ -315,11 +324,15 @@ async def _is_admin_id(context: CourierContext, user_id: int) -> bool:
 
 
 async def allow(update: Update, context: CourierContext) -> None:
-    """``/allow <user id or @username>``: the user may use the bot from now on."""
+    """``/allow <user id or @username>``: the user may use the bot from now on; a banned one once
+    unbanned (the reply says so: the ban stays)."""
     if not await _admin_only(update, context, "allow") or (user_id := await _target(update, context, "allow")) is None:
         return
     await access_store.set_allowed(context.pool, user_id, True)
-    await update.effective_message.reply_text(context.t(update, "allow_done", user_id=user_id))
+    if await _is_banned(context, user_id):
+        await update.effective_message.reply_text(context.t(update, "allow_still_banned", user_id=user_id))
+    else:
+        await update.effective_message.reply_text(context.t(update, "allow_done", user_id=user_id))
 
 
 async def disallow(update: Update, context: CourierContext) -> None:

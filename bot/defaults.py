@@ -7,6 +7,9 @@ take; each command then uses those it offers and can take (``options.choose``).
 An admin sets a command's own defaults for everyone the same way, ``/settings /img --model sdxl``
 (``/settings /img`` shows them, ``/settings /img reset`` clears them): checked against what the
 command takes, model names against the backends' files; a user's own defaults and what they type win.
+
+A control character (NUL...) in the text is refused, not dropped as in a command's prompt
+(``parsing.clean_text``): what is saved is what the user typed, or nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ..store.user_options import get_user_options, set_user_options
 from .access import is_admin
 from .context import CourierContext
 from .options import choose, format_options, option_message, split_options
-from .parsing import MAX_PROMPT_CHARS, echo, parse_command
+from .parsing import MAX_PROMPT_CHARS, clean_text, echo, parse_command
 
 RESET = "reset"
 
@@ -31,6 +34,9 @@ async def settings(update: Update, context: CourierContext) -> None:
     """Show, set or reset the user's default options."""
     message, user = update.effective_message, update.effective_user
     say = functools.partial(context.t, update)
+    if clean_text(message.text) != message.text:  # saved as typed or not at all: never with a character dropped
+        await message.reply_text(say("settings_control_chars"))
+        return
     request = parse_command(message.text, context.bot.username)
     text = request.args if request is not None else ""
     if text.startswith("/"):
@@ -71,8 +77,8 @@ async def command_settings(update: Update, context: CourierContext, text: str) -
         await message.reply_text(say("admin_only", name="settings /" + echo(name)))
         return
     command = await commands.get_command(context.pool, name)
-    if command is None:
-        await message.reply_text(say("unknown_command", name=echo(name)))
+    if command is None:  # a built-in command (/start), or none at all
+        await message.reply_text(say("command_settings_no_command", name=echo(name)))
         return
     if not rest:
         await message.reply_text(say("command_settings_show", name=name, options=command.defaults)

@@ -9,6 +9,7 @@ where a ``lora_name`` does). ★ marks the checkpoint /img takes without ``--mod
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
@@ -25,6 +26,8 @@ from .options import choose, split_options
 from .parsing import echo
 
 BUTTON_PREFIX = "models:"
+PAGE = re.compile(r"[0-9]{1,4}")
+"""A page's index in the data of a ◀ ▶ button (ASCII digits: ``str.isdigit`` takes "²", ``int`` does not)."""
 PAGE_LINES = 30
 MAX_NAME_CHARS = 80  # of a file name in the list: 30 lines stay well within a message's 4,096
 MODEL_COMMAND = "img"
@@ -95,9 +98,10 @@ async def turn(update: Update, context: CourierContext) -> None:
     """A press on ◀ or ▶: that page, in place."""
     query = update.callback_query
     wanted = (query.data or "").removeprefix(BUTTON_PREFIX)
-    await query.answer()
-    if not wanted.isdigit() or query.message is None:
+    if not PAGE.fullmatch(wanted) or getattr(query.message, "text", None) is None:  # no list of ours to turn
+        await query.answer(context.t(update, "button_stale"), show_alert=True)
         return
+    await query.answer()
     text, keyboard = await _page(update, context, int(wanted))
     try:
         await query.edit_message_text(text, reply_markup=keyboard)

@@ -143,8 +143,10 @@ def option_lines(spec: OptionSpec, say: Callable[..., str]) -> list[str]:
     steps = spec.ranges.get("steps") or (None, None)
     lines = {
         "seed": lambda: say("help_opt_seed", high=MAX_SEED),
-        "ar": lambda: say("help_opt_ar", limit=format(spec.max_ratio, "g"), width=width, height=height),
-        "size": lambda: say("help_opt_size", low=size[0], high=size[1], width=width, height=height),
+        "ar": lambda: (say("help_opt_ar_native", limit=format(spec.max_ratio, "g")) if spec.native
+                       else say("help_opt_ar", limit=format(spec.max_ratio, "g"), width=width, height=height)),
+        "size": lambda: (say("help_opt_size_native", low=size[0], high=size[1]) if spec.native
+                         else say("help_opt_size", low=size[0], high=size[1], width=width, height=height)),
         "steps": lambda: say("help_opt_steps", low=steps[0], high=steps[1], default=spec.steps),
         "n": lambda: say("help_opt_n", high=spec.ranges.get("n", (1, 1))[1]),
         "neg": lambda: say("help_opt_neg"),

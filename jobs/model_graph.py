@@ -40,6 +40,12 @@ def offered(workflow: dict) -> dict[str, bool]:
             "strength": bool(_img2img_points(workflow))}
 
 
+def native_sized(workflow: dict) -> bool:
+    """Whether a job without ``--size`` gets the loaded model's own size (a Native Size node left on)."""
+    return any(workflow[node_id].get("inputs", {}).get("native", True) is not False
+               for node_id in nodes_of(workflow, NATIVE_SIZE))
+
+
 def checkpoint_of(workflow: dict) -> str | None:
     """The file the graph's (first) checkpoint loader loads."""
     loaders = nodes_of(workflow, LOADER)

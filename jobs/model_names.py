@@ -2,8 +2,9 @@
 
 The backends' ``/object_info`` is the list: a file is a checkpoint where a node's ``ckpt_name``
 offers it, a LoRA where a ``lora_name`` does (``kinds``). A typed name means the file it names
-exactly (with or without its folder and extension), else the one file it begins, else the one
-it is part of; several, or none, are an ``OptionError`` naming the close ones. ``job_graph`` puts
+exactly with its folder (``sub/x.safetensors``; ``x.safetensors`` is the one at the top), else the
+one file it names without its folder or extension, else the one file it begins, else the one it
+is part of; several, or none, are an ``OptionError`` naming the close ones. ``job_graph`` puts
 the files meant into the graph a job runs.
 """
 
@@ -46,8 +47,12 @@ def choices(spec: Any) -> list:
     return []
 
 
+def _path(name: str) -> str:
+    return name.replace("\\", "/").lower()
+
+
 def _base(name: str) -> str:
-    return name.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    return _path(name).rsplit("/", 1)[-1]
 
 
 def _stem(name: str) -> str:
@@ -64,7 +69,8 @@ def resolve(option: str, typed: str, names: Iterable[str]) -> str:
     if not names:
         raise OptionError("model_none", option=option)
     want = typed.strip().lower()
-    for matching in ([n for n in names if want in (n.lower(), _base(n), _stem(n))],
+    for matching in ([n for n in names if _path(n) == _path(want)],
+                     [n for n in names if want in (n.lower(), _base(n), _stem(n))],
                      [n for n in names if _base(n).startswith(want) or n.lower().startswith(want)],
                      [n for n in names if want in n.lower()]):
         if len(matching) == 1:

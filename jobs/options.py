@@ -85,6 +85,7 @@ class OptionSpec:
     size: tuple[int, int] = (DEFAULT_SIZE, DEFAULT_SIZE)  # the Input's width and height: what --ar keeps the area of
     steps: int = DEFAULT_STEPS  # the Input's steps
     batch: bool = False  # --n makes one batch (else n jobs)
+    native: bool = False  # without --size, the model's own size (``model_graph.native_sized``), not ``size``
 
     def offers(self, target: str) -> bool:
         return target == "seed" or target in self.ranges
@@ -168,7 +169,7 @@ def command_options(workflow: dict) -> OptionSpec:
     reaches = {"size": bool({WIDTH, HEIGHT} & used) or card, "steps": STEPS in used,
                "neg": NEGATIVE in used, "n": True, **model_graph.offered(workflow)}
     return OptionSpec({name: rng for name, rng in ranges.items() if reaches[name]}, size=size, steps=steps,
-                      batch=BATCH in used)
+                      batch=BATCH in used, native=model_graph.native_sized(workflow))
 
 
 def graph_ranges(size: tuple[int, int], steps: int) -> dict[str, tuple[float, float] | None]:

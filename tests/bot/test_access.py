@@ -143,6 +143,26 @@ async def test_bans_by_username_and_id_turn_the_user_away_until_unbanned(
                                        timeout=10)  # queued: its Queued reply, or the dispatcher's if that came first
 
 
+async def test_admin_replies_say_what_happened(botapi, botapi_bot, pg_database, fake, tmp_path):
+    """No user 0; /allow of a banned user says the ban stays; /unban of a user never banned says so."""
+    async with courier_with(botapi, botapi_bot, pg_database, fake, tmp_path) as courier:
+        botapi_bot.inject_text(ADMIN, "/allow 0")
+        await reply(botapi_bot, en("ban_usage", name="allow"))
+        assert await fetch(courier, "SELECT 1 FROM courier_users WHERE user_id = 0") == []
+
+        botapi_bot.inject_text(ADMIN, "/ban 43")
+        await reply(botapi_bot, i18n.ntext("en", "ban_done", 0, user_id=43))
+        botapi_bot.inject_text(ADMIN, "/allow 43")
+        await reply(botapi_bot, en("allow_still_banned", user_id=43))
+        botapi_bot.inject_text(43, "/status")
+        await reply(botapi_bot, en("banned"))
+
+        botapi_bot.inject_text(ADMIN, "/unban 999")
+        await reply(botapi_bot, en("unban_not_banned", user_id=999))
+        botapi_bot.inject_text(ADMIN, "/unban 43")
+        await reply(botapi_bot, en("unban_done", user_id=43))
+
+
 async def until(probe, timeout: float = 10.0):
     """Poll the coroutine function ``probe`` until it returns something truthy, for ``timeout`` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout

@@ -73,6 +73,27 @@ async def test_models_lists_each_kind_a_page_at_a_time_with_the_default_marked(c
     assert refused.params["text"].startswith('--model “ckpt” matches several files: ckpt-00.safetensors, ')
     assert (await answer(botapi_bot, ADMIN, "/settings /img reset")).params["text"] == \
         en("command_settings_cleared", name="img")
+    assert (await answer(botapi_bot, ADMIN, "/settings /start --seed 1")).params["text"] == \
+        en("command_settings_no_command", name="start")
+    assert (await answer(botapi_bot, ADMIN, "/settings /img --neg a\x00b")).params["text"] == \
+        en("settings_control_chars")
+    assert (await answer(botapi_bot, ADMIN, "/settings /img")).params["text"] == en("command_settings_none", name="img")
+
+
+async def test_forged_paging_data_is_answered_like_a_stale_button(courier, botapi_bot):
+    """``models:²`` (a digit to ``str.isdigit``, not to ``int``) and ``models:1`` on a photo: a press
+    no page can answer, told as any stale button, with no incident."""
+    first = (await answer(botapi_bot, USER, "/models")).result
+    photo = {"message_id": 9001, "date": first["date"], "chat": first["chat"], "from": first["from"],
+             "photo": [{"file_id": "p", "file_unique_id": "p", "width": 8, "height": 8}]}
+    for number, (message, data) in enumerate(((first, "models:²"), (photo, "models:1"))):
+        before = len(botapi_bot.outbox)
+        botapi_bot.inject_update({"callback_query": {"id": f"forged-{number}", "from": botapi_bot.emulator.user(USER),
+                                                     "message": message, "chat_instance": "1", "data": data}})
+        answered = await botapi_bot.wait_for_call(
+            "answerCallbackQuery", where=lambda c, n=number: c.params["callback_query_id"] == f"forged-{n}", timeout=30)
+        assert answered.params.get("text") == en("button_stale"), data
+        assert [c.method for c in botapi_bot.outbox[before:]] == ["answerCallbackQuery"], data
 
 
 @pytest.mark.parametrize(("typed", "reply"), [

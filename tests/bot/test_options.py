@@ -135,6 +135,14 @@ def test_help_shows_the_ranges_and_defaults():
         "--steps N — sampling steps, from 1 to 8 (default 4)"]
 
 
+def test_help_of_a_graph_sized_by_its_model_shows_the_model_s_own_size():
+    """/img's Native Size node makes an SD 1.x checkpoint's picture 512x512, whatever the Input says."""
+    assert option_lines(SPECS["img"], say_in("en"))[1:3] == [
+        "--ar W:H — aspect ratio, from 1:4 to 4:1, about as many pixels as the model's own size",
+        "--size WxH — width and height, each from 64 to 2048 (default: the model's own size, "
+        "512x512 for an SD 1.x checkpoint, 1024x1024 for SDXL and newer)"]
+
+
 def test_defaults_are_checked_against_the_widest_ranges():
     chosen, _ = choose([("steps", "500"), ("n", "4"), ("ar", "21:9")], [], WIDEST)
     assert chosen["steps"] == 500 and chosen["n"] == 4

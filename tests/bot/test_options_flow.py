@@ -274,6 +274,7 @@ async def test_settings_keep_defaults_that_apply_where_a_command_takes_them(cour
      "/settings has no option --colour. It takes: --seed, --ar, --size, --steps, --n, --neg, --model, --lora, "
      "--cfg, --strength."),
     ("/settings --n 9", "--n takes a whole number from 1 to 4, not “9”."),
+    ("/settings --neg a\x00b", "Options cannot hold control characters (such as NUL): nothing was saved."),
 ])
 async def test_bad_settings_are_explained_and_nothing_is_kept(courier_fake, botapi_bot, text, reply):
     assert await answer(botapi_bot, USER, text) == reply

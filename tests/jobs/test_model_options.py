@@ -119,6 +119,16 @@ def test_a_typed_name_means_the_file_it_names_begins_or_is_part_of(typed, meant)
     assert resolve("model", typed, CHECKPOINTS) == meant
 
 
+def test_an_exact_name_with_its_folder_means_that_file_though_another_folder_has_its_namesake():
+    names = ["tiny-sd15.safetensors", "sub/tiny-sd15.safetensors", "other/tiny-sd15.safetensors"]
+    assert resolve("model", "tiny-sd15.safetensors", names) == "tiny-sd15.safetensors"
+    assert resolve("model", "sub/tiny-sd15.safetensors", names) == "sub/tiny-sd15.safetensors"
+    assert resolve("model", "SUB\\tiny-sd15.safetensors", names) == "sub/tiny-sd15.safetensors"  # Windows' separator
+    with pytest.raises(OptionError) as raised:  # the folder left out: each folder's file is meant as much
+        resolve("model", "tiny-sd15.safetensors", names[1:])
+    assert raised.value.key == "model_ambiguous"
+
+
 def test_a_name_of_several_files_or_none_is_refused_naming_the_close_ones():
     with pytest.raises(OptionError) as raised:
         resolve("model", "sd15", CHECKPOINTS)
