@@ -3,13 +3,18 @@
 | method | path | access | body |
 | --- | --- | --- | --- |
 | GET | /courier/commands | status | |
-| POST | /courier/commands | admin | ``{workflow, name?, description?, owner?, replace?}``; a graph without |
-| | | | Telegram nodes with ``auto: true`` (``prompt?``, ``image?``, ``outputs?``, ``dry_run?``) |
+| POST | /courier/commands | admin | ``{workflow, name?, description?, owner?, replace?, confirm_missing?}``; a |
+| | | | graph without Telegram nodes with ``auto: true`` (``prompt?``, ``image?``, ``outputs?``, ``dry_run?``) |
 | PATCH | /courier/commands/{name} | admin | ``{enabled}`` |
 | DELETE | /courier/commands/{name} | admin | |
 | GET | /courier/commands/{name}/export | status | |
 
 Every change refreshes the bot's command menu (setMyCommands) at once.
+
+A publish runs ComfyUI's own validation of the graph (400 ``comfyui_refused`` with its reasons) and
+answers with ``models``: per backend, whether it has every model file the graph names and which it
+lacks. Where no backend has them all, it stores nothing and answers 409 ``models_missing`` with the
+same ``models``, unless the body says ``confirm_missing: true`` (the editor asks first).
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from aiohttp import web
 
 from .. import i18n
 from ..jobs import autopublish
+from ..jobs.errors import Problem, render_problems
 from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER, Courier
 from ..store import commands
 from . import publish
 from .api import ADMIN, STATUS, ApiError, Field, check_body, endpoint, json_response, read_json, store_of
+from .readiness import backend_offers
 
 routes = web.RouteTableDef()
 
@@ -42,6 +49,7 @@ PUBLISH_BODY = {
     "image": Field((str, type(None))),  # null: no picture from the user
     "outputs": Field(list),
     "dry_run": Field(bool),  # with auto: only say what it finds, store nothing
+    "confirm_missing": Field(bool),  # publish though no backend has every model file the graph names
 }
 AUTO_CHOICES = ("prompt", "image", "outputs")
 PATCH_BODY = {"enabled": Field(bool, required=True)}
@@ -64,14 +72,20 @@ async def publish_command(request: web.Request) -> web.Response:
         if body.get("dry_run", False):
             found = publish.found_in(body["workflow"], _node_types(request.app), auto)
             return json_response({"found": autopublish.summary(body["workflow"], found)})
+        pool = store_of(courier).pool
         published = await publish.publish(
-            store_of(courier).pool, body["workflow"], _node_types(request.app), name=body.get("name"),
+            pool, body["workflow"], _node_types(request.app), name=body.get("name"),
             description=body.get("description", ""), owner=body.get("owner", "editor"),
-            replace=body.get("replace", False), auto=auto)
+            replace=body.get("replace", False), auto=auto, offers=await backend_offers(pool, courier.backends()),
+            confirm_missing=body.get("confirm_missing", False))
     except autopublish.Unusable as exc:
         raise ApiError(400, exc.code, str(exc)) from None
     except publish.FileRefused as exc:
         raise ApiError(400, exc.problem.key, exc.problem.render(i18n.catalog(courier.settings.language))) from None
+    except publish.ComfyRefused as exc:
+        messages = i18n.catalog(courier.settings.language)
+        raise ApiError(400, "comfyui_refused", Problem("publish_comfyui_refused", {
+            "problems": render_problems(exc.problems, messages)}).render(messages)) from None
     except WorkflowError as exc:
         raise ApiError(400, "bad_workflow", str(exc)) from None
     except publish.ReservedName as exc:
@@ -80,7 +94,13 @@ async def publish_command(request: web.Request) -> web.Response:
         raise ApiError(400, "bad_name", str(exc)) from None
     except publish.NameTaken as exc:
         raise ApiError(409, "command_exists", str(exc)) from None
-    reply = {"command": publish.summary(published.command), "menu_updated": await _refresh_menu(courier)}
+    except publish.ModelsMissing as exc:
+        message = Problem("publish_models_missing", {"files": _missing_files(exc.models)}).render(
+            i18n.catalog(courier.settings.language))
+        return json_response({"error": {"code": "models_missing", "message": message}, "models": exc.models},
+                             status=409)
+    reply = {"command": publish.summary(published.command), "menu_updated": await _refresh_menu(courier),
+             "models": published.models}
     if published.found is not None:
         reply["found"] = published.found
     return json_response(reply, status=201 if published.created else 200)
@@ -133,6 +153,13 @@ def _auto_choices(body: dict) -> dict | None:
             raise ApiError(400, "bad_body", f"{', '.join(map(repr, given))} only go with \"auto\": true")
         return None
     return {name: body[name] for name in AUTO_CHOICES if name in body}
+
+
+def _missing_files(models: list[dict]) -> str:
+    """Each backend that lacks model files, with their names and folders: "url: a (checkpoints); …"."""
+    return "; ".join(f"{backend['url']}: " + ", ".join(f"{file['name']} ({file['folder']})"
+                                                      for file in backend["missing"])
+                     for backend in models if backend["missing"])
 
 
 def _name(request: web.Request) -> str:

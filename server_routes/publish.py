@@ -2,21 +2,32 @@
 
 The graph comes in ComfyUI's API format (``app.graphToPrompt().output``): node id ->
 ``{"class_type", "inputs", "_meta"?}``, links as ``[node id, output index]``.
+
+Before it is stored, the graph passes our own checks (shape, installed nodes, whole links, no
+cycle, files: ``check_graph``), then ComfyUI's own validation as its ``POST /prompt`` runs it
+(``execution.validate_prompt``, in this process: ``comfyui_problems``), so what ComfyUI would refuse
+in every run is refused here with its reason. A model file this ComfyUI lacks is no refusal (another
+backend may have it): the backends' model lists say where it is missing, and a graph that no backend
+can run is published only when the caller confirms it (``ModelsMissing``). The route runs only
+inside ComfyUI (it needs ComfyUI's node list): a bot host without ComfyUI publishes nothing.
 """
 
 from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Collection
+import uuid
+from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
 from ..jobs import autopublish
-from ..jobs.errors import Problem
+from ..jobs.errors import Problem, file_folder, render_problems, summarize_rejection
 from ..jobs.file_inputs import graph_file_problem
 from ..jobs.options import command_options, listing
+from ..jobs.readiness import missing_everywhere, needed_files
 from ..jobs.workflow import OUTPUT_NODE, WorkflowError, input_node, nodes_of
 from ..store import commands
+from .readiness import per_backend
 
 MAX_NODES = 2000
 EDITOR_ONLY_INPUTS = {OUTPUT_NODE: {"send_to_chat": ""}}  # reset in the stored command
@@ -38,10 +49,27 @@ class FileRefused(WorkflowError):
         self.problem = problem
 
 
+class ComfyRefused(WorkflowError):
+    """ComfyUI's own validation refuses the graph (it would refuse every run); ``problems`` say why."""
+
+    def __init__(self, problems: list[Problem]):
+        super().__init__(render_problems(problems))
+        self.problems = problems
+
+
+class ModelsMissing(Exception):
+    """No backend has every model file the graph names, and the caller did not confirm publishing it."""
+
+    def __init__(self, models: list[dict]):
+        super().__init__("no backend has every model file of this graph")
+        self.models = models  # per backend: {url, ready, missing}
+
+
 class Published(NamedTuple):
     command: commands.Command
     created: bool
     found: dict[str, Any] | None = None  # with auto: what was found (autopublish.summary)
+    models: list[dict] | None = None  # per backend: {url, ready, missing} (readiness.per_backend)
 
 
 def check_graph(workflow: Any, node_types: Collection[str]) -> None:
@@ -75,6 +103,32 @@ def check_nodes(workflow: Any, node_types: Collection[str]) -> None:
                 raise WorkflowError(f"node {node_id!r} input {name!r} links to a missing node {value[0]!r}")
     if unknown:
         raise WorkflowError(f"node types not installed on this ComfyUI: {', '.join(sorted(unknown))}")
+    if cycle := _cycle(workflow):
+        raise WorkflowError(f"the graph's links go round in a cycle ({' → '.join(f'#{n}' for n in cycle)}): "
+                            "a node cannot wait for its own output")
+
+
+def _cycle(workflow: dict) -> list[str]:
+    """Node ids along links (each to the node it takes from) back to the first, the first again at the
+    end; [] where there is no cycle."""
+    done: set[str] = set()
+    for start in workflow:
+        path, todo = [start], [iter(_sources(workflow, start))] if start not in done else []
+        while todo:
+            source = next(todo[-1], None)
+            if source is None:
+                done.add(path.pop())
+                todo.pop()
+            elif source in path:
+                return [*path[path.index(source):], source]
+            elif source not in done:
+                path.append(source)
+                todo.append(iter(_sources(workflow, source)))
+    return []
+
+
+def _sources(workflow: dict, node_id: str) -> list[str]:
+    return [value[0] for value in workflow[node_id].get("inputs", {}).values() if _is_link(value)]
 
 
 def _is_link(value: Any) -> bool:
@@ -116,11 +170,15 @@ def found_in(workflow: Any, node_types: Collection[str], choices: dict[str, Any]
 
 async def publish(db, workflow: Any, node_types: Collection[str], *, name: str | None = None,
                   description: str = "", owner: str | None = None, replace: bool = False,
-                  auto: dict[str, Any] | None = None) -> Published:
-    """Check ``workflow`` and store it as a command; WorkflowError, ValueError or NameTaken if not.
+                  auto: dict[str, Any] | None = None, offers: Mapping[str, Collection[str] | None] | None = None,
+                  confirm_missing: bool = False) -> Published:
+    """Check ``workflow`` and store it as a command; WorkflowError (ComfyRefused where ComfyUI's own
+    validation refuses it), ValueError, NameTaken or ModelsMissing if not.
 
     With ``auto`` (the choices of ``found_in``) the graph has no Telegram nodes: they are put in
-    (``autopublish.rewritten``), and what runs is the graph stored.
+    (``autopublish.rewritten``), and what runs is the graph stored. ``offers``: each backend's model
+    files (``readiness.backend_offers``); where none has every file the graph names, it is stored only
+    with ``confirm_missing``.
     """
     shown = None
     if auto is not None:
@@ -131,12 +189,45 @@ async def publish(db, workflow: Any, node_types: Collection[str], *, name: str |
         workflow = autopublish.rewritten(workflow, found, command_name({}, name))
     check_graph(workflow, node_types)
     name = command_name(workflow, name)
+    stored = stored_form(workflow, name)
+    if problems := await comfyui_problems(stored):
+        raise ComfyRefused(problems)
     existing = await commands.get_command(db, name)
     if existing is not None and not replace:
         raise NameTaken(f"/{name} exists ({existing.source}); publish with replace to overwrite it")
-    command = await commands.put_command(db, name, workflow=stored_form(workflow, name),
-                                         description=description.strip(), owner=owner)
-    return Published(command, existing is None, shown)
+    needed, offers = needed_files(stored), offers or {}
+    models = per_backend(needed, offers)
+    if not confirm_missing and missing_everywhere(needed, [o for o in offers.values() if o is not None]):
+        raise ModelsMissing(models)
+    command = await commands.put_command(db, name, workflow=stored, description=description.strip(), owner=owner)
+    return Published(command, existing is None, shown, models)
+
+
+async def comfyui_problems(workflow: dict) -> list[Problem] | None:
+    """What ComfyUI's own validation refuses in ``workflow`` (``execution.validate_prompt``, which its
+    ``POST /prompt`` runs), in plain words; [] if nothing; None outside ComfyUI.
+
+    A model file this ComfyUI lacks ("Value not in list") is left out: another backend may have it,
+    and readiness says where it is missing. As ``comfyui_node_types``, ComfyUI's top-level
+    ``execution`` module is looked up, not imported; it is given a copy (it converts values in place).
+    """
+    validate = getattr(sys.modules.get("execution"), "validate_prompt", None)
+    if validate is None:
+        return None
+    valid, error, _, node_errors = await validate(uuid.uuid4().hex, copy.deepcopy(workflow), None)
+    refused = {node_id: {**entry, "errors": reasons} for node_id, entry in node_errors.items()
+               if (reasons := [err for err in entry.get("errors", []) if not _missing_model(entry, err)])}
+    if refused or (not valid and not node_errors):
+        return summarize_rejection({"error": error or {}, "node_errors": refused})
+    return []
+
+
+def _missing_model(entry: Mapping[str, Any], err: Mapping[str, Any]) -> bool:
+    """Whether a node's validation error is a model file its folder does not list."""
+    extra = err.get("extra_info") or {}
+    value = extra.get("received_value")
+    return (err.get("type") == "value_not_in_list" and isinstance(value, str)
+            and file_folder(str(entry.get("class_type", "")), str(extra.get("input_name", "")), value) is not None)
 
 
 def summary(command: commands.Command) -> dict[str, Any]:
