@@ -4,8 +4,15 @@ Starts the Bot API emulator in this process with one bot and its web chat, then
 this ComfyUI (``main.py`` of the folder the pack is installed in) with the bot
 pointed at the emulator and Courier's state in a throwaway directory, waits until
 ``/courier/health`` is ok and prints one line: the chat's URL. Ctrl-C or SIGTERM
-stops ComfyUI (which stops its embedded PostgreSQL and anon), waits until they are
-gone, stops the emulator and removes the throwaway data.
+says what it stops, stops ComfyUI (which stops its embedded PostgreSQL and anon), waits
+until they are gone, stops the emulator and removes the throwaway data.
+
+``/img`` works out of the box: the tiny random-weight checkpoint and LoRA (``tiny_models.py``;
+their pictures are noise) are written once into a folder of ``try``'s own
+(``<ComfyUI>/user/courier-try/tiny-models``, or ``--tiny-models DIR``) and reused, and ComfyUI
+reads it through an ``--extra-model-paths-config`` of this run, so the user's models folder is
+left alone. ComfyUI runs with ``--preview-method auto`` (a live preview in the chat while it
+samples) unless the arguments after ``--`` choose a method.
 
 With ``--anyone`` a private Anyone network runs here too (the tests' one), ComfyUI
 is published on it as a hidden service with client authorization, and the bot
@@ -44,6 +51,10 @@ BOT_ID = 1000000001
 READY_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 30.0
 POLL_S = 0.5
+TINY_MODELS_DIR = Path("user") / "courier-try" / "tiny-models"
+"""Under the ComfyUI folder: where ``try`` keeps the tiny models between runs (not ComfyUI's models/)."""
+TINY_MODELS_TIMEOUT_S = 600.0
+PREVIEW_METHOD = "auto"  # ComfyUI's TAESD where its decoder is there, else latent2rgb
 
 
 class TryError(Exception):
@@ -59,6 +70,7 @@ class Options:
     keep: bool
     comfyui_args: list[str]
     timeout: float
+    tiny_models: Path
 
 
 def main(argv: list[str]) -> int:
@@ -73,14 +85,19 @@ def main(argv: list[str]) -> int:
                         help="also run a private Anyone network; the bot reaches ComfyUI as its hidden service")
     parser.add_argument("--keep", action="store_true",
                         help="keep Courier's state (database included) in <ComfyUI>/user/courier-try")
+    parser.add_argument("--tiny-models", type=Path, default=None, metavar="DIR",
+                        help="where the tiny models for /img are written once and reused "
+                             f"(default <ComfyUI>/{TINY_MODELS_DIR})")
     parser.add_argument("--timeout", type=float, default=READY_TIMEOUT_S,
                         help=f"seconds to wait for /courier/health to be ok (default {READY_TIMEOUT_S:.0f})")
     parser.add_argument("comfyui_args", nargs="*", metavar="-- ARGS",
                         help="arguments for ComfyUI's main.py after -- (default: --listen 127.0.0.1)")
     args = parser.parse_args(argv)
     logging.getLogger().setLevel(logging.WARNING)  # one line on the terminal, not the emulator's access log
-    options = Options(args.port, args.comfyui_port, args.comfyui_dir.absolute(), args.anyone, args.keep,
-                      args.comfyui_args or ["--listen", "127.0.0.1"], args.timeout)
+    comfyui_dir = args.comfyui_dir.absolute()
+    options = Options(args.port, args.comfyui_port, comfyui_dir, args.anyone, args.keep,
+                      args.comfyui_args or ["--listen", "127.0.0.1"], args.timeout,
+                      (args.tiny_models or comfyui_dir / TINY_MODELS_DIR).absolute())
     try:
         return asyncio.run(run(options))
     except TryError as error:
@@ -114,6 +131,7 @@ async def run(options: Options) -> int:
         options.comfyui_args, said = await asyncio.to_thread(with_device, options.comfyui_args, probe_accelerators)
         if said:
             print(said, flush=True)
+        options.comfyui_args = with_preview(options.comfyui_args) + await tiny_models(options.tiny_models, scratch)
         comfyui = start_comfyui(options, env, log_path)
         stack.push_async_callback(stop_comfyui, comfyui, data_dir)
         waiting = asyncio.ensure_future(wait_healthy(comfyui, log_path, options, env["COURIER_ADMIN_TOKEN"],
@@ -124,7 +142,15 @@ async def run(options: Options) -> int:
             print(ready_line(options.port, waiting.result()), flush=True)
             await stopping
         waiting.cancel()
+        print(stopping_line(anyone=anon is not None), flush=True)
+    print("try: stopped" + (f"; Courier's data is kept in {data_dir}" if options.keep else ""), flush=True)
     return 0
+
+
+def stopping_line(*, anyone: bool) -> str:
+    """What Ctrl-C stops, said at once: stopping takes a few seconds (ComfyUI, then its PostgreSQL)."""
+    parts = "ComfyUI, its PostgreSQL" + (", anon and the private Anyone network" if anyone else "")
+    return f"try: stopping {parts} and the web chat (a few seconds; Ctrl-C again does not hurry it)"
 
 
 def check_port_free(port: int, option: str) -> None:
@@ -238,6 +264,36 @@ def with_device(comfyui_args: list[str], probe: Callable[[], dict[str, bool] | N
         return comfyui_args, None
     return [*comfyui_args, "--cpu"], ("try: ComfyUI's Python sees no GPU (torch finds no CUDA, XPU or MPS device): "
                                       "starting ComfyUI with --cpu, which is slow")
+
+
+def with_preview(comfyui_args: list[str]) -> list[str]:
+    """ComfyUI's arguments with a live preview while it samples, unless they choose a method themselves."""
+    if any(arg == "--preview-method" or arg.startswith("--preview-method=") for arg in comfyui_args):
+        return comfyui_args
+    return [*comfyui_args, "--preview-method", PREVIEW_METHOD]
+
+
+async def tiny_models(dest: Path, scratch: Path) -> list[str]:
+    """ComfyUI's arguments that add ``dest``'s tiny checkpoint and LoRA to its model folders, written there
+    first unless they are already (``python <pack> tiny-models``, in a subprocess: this process never
+    imports torch); none, and a line saying why, when they cannot be written."""
+    from .tiny_models import CHECKPOINT, LORA
+
+    if not (dest / CHECKPOINT).is_file():
+        print(f"try: writing the tiny models for /img into {dest} (once; their pictures are noise)", flush=True)
+    try:
+        await asyncio.to_thread(subprocess.run, [sys.executable, str(PACK_DIR), "tiny-models", "--dest", str(dest)],
+                                capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                timeout=TINY_MODELS_TIMEOUT_S, check=True)
+    except (OSError, subprocess.SubprocessError) as error:
+        why = getattr(error, "stderr", None) or str(error)
+        print(f"try: the tiny models could not be written ({why.strip().splitlines()[-1]}): /img will say it "
+              "has no checkpoint", flush=True)
+        return []
+    config = scratch / "extra_model_paths.yaml"
+    folders = {"base_path": str(dest), "checkpoints": str(CHECKPOINT.parent), "loras": str(LORA.parent)}
+    config.write_text(json.dumps({"courier_try": folders}), encoding="utf-8")  # JSON is YAML
+    return ["--extra-model-paths-config", str(config)]
 
 
 def start_comfyui(options: Options, env: dict[str, str], log_path: Path) -> subprocess.Popen:

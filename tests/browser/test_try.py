@@ -9,6 +9,11 @@ remove its data; ``TMPDIR`` points into the test's folder, so nothing of it can 
 Screenshots go to ``$COURIER_ARTIFACTS/browser`` (else pytest's tmp_path); README's
 ``docs/try-chat.png`` is a run's ``try-2-demoedit.png``. Also: the one-line reasons for a
 port in use, a folder without ComfyUI, and a ComfyUI that fails to start.
+
+A fresh ``try`` (a fresh folder, nothing after ``--``) samples out of the box: ``/img a cat --steps 4``
+gets a picture from the tiny models ``try`` wrote into its own folder, with a live preview while
+ComfyUI samples, and Ctrl-C says at once what it stops. The other tests' folders hold the session's
+tiny models already, where ``try`` keeps them (``TINY_MODELS_DIR``), so they are not written again.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -40,7 +46,18 @@ from comfyui_courier.tests.fixtures.comfyui import (
     processes_under,
 )
 from comfyui_courier.tests.support.requires import require_chromium, require_comfyui
-from comfyui_courier.tryout import ACCELERATOR_PROBE, BOT_ID, bot_token, courier_environment, ready_line, with_device
+from comfyui_courier.tiny_models import CHECKPOINT, LORA
+from comfyui_courier.tryout import (
+    ACCELERATOR_PROBE,
+    BOT_ID,
+    TINY_MODELS_DIR,
+    bot_token,
+    courier_environment,
+    ready_line,
+    stopping_line,
+    with_device,
+    with_preview,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -100,6 +117,16 @@ async def read_until(stream: asyncio.StreamReader, marker: str, timeout: float) 
     raise AssertionError(f"no {marker!r} before the output ended: {''.join(lines)}")
 
 
+async def outbox_until(control: str, method: str, timeout: float) -> list[dict]:
+    """The bot's calls, once one of them is a ``method``."""
+    calls: list[dict] = []
+    async with asyncio.timeout(timeout):
+        while method not in (call["method"] for call in calls):
+            reply = await asyncio.to_thread(get_json, f"{control}/outbox?since={len(calls)}&timeout=5")
+            calls += reply["calls"]
+    return calls
+
+
 def picture(color: tuple[int, int, int]) -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (96, 64), color).save(buffer, "PNG")
@@ -138,8 +165,75 @@ def chromium():
 
 
 @pytest.fixture
-def folder(tmp_path):
-    return comfyui_folder(require_comfyui(), tmp_path)
+def folder(tmp_path, tiny_models):
+    folder = comfyui_folder(require_comfyui(), tmp_path)
+    (folder / TINY_MODELS_DIR).parent.mkdir(parents=True)
+    (folder / TINY_MODELS_DIR).symlink_to(tiny_models, target_is_directory=True)  # written once a session
+    return folder
+
+
+@pytest.fixture
+def fresh_folder(tmp_path):
+    """A ComfyUI folder as a fresh clone is: ``main.py`` and ``folder_paths.py`` are its own files (ComfyUI
+    resolves their links to find its folders), so ``try`` runs it with nothing after ``--``."""
+    folder = comfyui_folder(require_comfyui(), tmp_path)
+    for name in ("main.py", "folder_paths.py"):
+        real = (folder / name).resolve()
+        (folder / name).unlink()
+        shutil.copy2(real, folder / name)
+    return folder
+
+
+async def test_a_fresh_try_samples_img_with_a_live_preview_and_ctrl_c_says_what_it_stops(fresh_folder, chromium,
+                                                                                       tmp_path):
+    folder, shots, tmpdir = fresh_folder, artifacts(tmp_path), tmp_path / "tmp"
+    port, comfyui_port = free_port(), free_port()
+    command = [comfyui_python(require_comfyui()), str(folder / "custom_nodes" / PACK_FOLDER_NAME), "try",
+               "--port", str(port), "--comfyui-port", str(comfyui_port)]  # nothing for ComfyUI: its defaults
+    process = await asyncio.create_subprocess_exec(*command, cwd=folder, env=environment(tmpdir),
+                                                   stdin=subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                                                   stderr=asyncio.subprocess.STDOUT)
+    try:
+        said = [await read_until(process.stdout, "writing the tiny models", READY_S)]
+        said.append(await read_until(process.stdout, "Courier is ready", READY_S))
+        (comfyui,) = [pid for pid in processes_under(folder) if b"main.py" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        arguments = Path(f"/proc/{comfyui}/cmdline").read_bytes().decode().split("\0")
+        assert arguments[arguments.index("--preview-method") + 1] == "auto", arguments
+        models = folder / TINY_MODELS_DIR
+        assert (models / CHECKPOINT).is_file() and (models / LORA).is_file()
+        assert not [path for path in (folder / "models").rglob("*") if path.is_file()]  # the user's: untouched
+        chat_url = f"http://127.0.0.1:{port}/"
+        (bot,) = get_json(f"{chat_url}_emulator/bots")
+        control = f"{chat_url}_emulator/bots/{bot['token']}"
+        async with Chromium(chromium, tmp_path / "profile") as browser:
+            page = await browser.new_page()
+            await page.goto(chat_url)
+            await page.wait_for("document.getElementById('user').options.length === 3", what="the users")
+            await page.type("#text", "/img a cat --steps 4")
+            await page.click("#send")
+            calls = await outbox_until(control, "sendDocument", READY_S)
+            await page.wait_for("[...document.querySelectorAll('.message.from-bot img.media')].filter((img) => "
+                                "img.complete && img.naturalWidth === 512).length >= 2", RESULT_S,
+                                "the /img picture and its document")
+            await page.screenshot(shots / "try-4-img.png")
+            assert not page.console, page.console
+        sent = [call["method"] for call in calls]
+        result = sent.index("sendDocument")
+        previews = [call for call in calls[:result] if call["method"] in ("sendPhoto", "editMessageMedia")]
+        assert previews and all(call["status"] == 200 for call in previews), sent
+        user_id = int(calls[result]["params"]["chat_id"])
+        (document,) = [m for m in get_json(f"{control}/chats/{user_id}") if "document" in m]
+        picture_bytes = get_bytes(f"{control}/files/{document['document']['file_id']}")
+        assert Image.open(io.BytesIO(picture_bytes)).size == (512, 512)  # SD 1.x's native size
+
+        process.send_signal(signal.SIGINT)  # a terminal's Ctrl-C
+        said.append(await read_until(process.stdout, "try: stopping", 5))  # at once, not after the 12-16 s
+        assert await asyncio.wait_for(process.wait(), STOP_S) == 0
+        said += (await process.stdout.read()).decode().splitlines()
+    finally:
+        await stop_for_good(process, folder)
+    assert said[2].strip() == stopping_line(anyone=False) and said[-1] == "try: stopped", said
+    assert processes_under(folder) == [] and list(tmpdir.glob("courier-try-*")) == [], said
 
 
 async def test_try_brings_up_the_chain_for_the_browser_and_sigterm_removes_it(folder, chromium, tmp_path):
@@ -344,6 +438,12 @@ def test_the_bot_token_is_new_each_run_and_keeps_the_bot_id():
     for token in tokens:
         bot_id, _, secret = token.partition(":")
         assert int(bot_id) == BOT_ID and len(secret) == 35 and secret.replace("-", "").replace("_", "").isalnum()
+
+
+def test_comfyui_gets_a_live_preview_unless_its_arguments_choose_a_method():
+    assert with_preview(["--listen", "127.0.0.1"]) == ["--listen", "127.0.0.1", "--preview-method", "auto"]
+    for chosen in (["--preview-method", "none"], ["--preview-method=taesd"]):
+        assert with_preview(["--cpu", *chosen]) == ["--cpu", *chosen]
 
 
 def test_no_accelerator_means_cpu_said_in_one_line():
