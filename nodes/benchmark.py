@@ -12,7 +12,7 @@ import logging
 import socket
 import time
 
-from comfy_api.latest import io
+from comfy_api.v0_0_2 import io
 from comfy_execution.graph_utils import ExecutionBlocker
 
 from ..gpu import devices, machine, report, session, storage

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from comfy_api.latest import ComfyExtension, io
+from comfy_api.v0_0_2 import ComfyExtension, io
 from typing_extensions import override
 
 from .benchmark import Benchmark

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from comfy_api.latest import io
+from comfy_api.v0_0_2 import io
 
 from ..jobs.options import SIZE_LIMITS
 

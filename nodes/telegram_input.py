@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 import torch
-from comfy_api.latest import io
+from comfy_api.v0_0_2 import io
 
 from .. import imaging
 from ..jobs.file_inputs import NOT_A_COURIER_PICTURE, courier_picture_name

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from comfy_api.latest import io
+from comfy_api.v0_0_2 import io
 
 from .. import imaging
 from ..editor_proof import EDITOR_GATE, Approval
@@ -175,10 +175,9 @@ def frames_to_video(images, fps: float):
     """The batch of images as the frames of one ComfyUI VIDEO."""
     from fractions import Fraction
 
-    from comfy_api.input_impl import VideoFromComponents
-    from comfy_api.util import VideoComponents
+    from comfy_api.v0_0_2 import InputImpl, Types
 
-    return VideoFromComponents(VideoComponents(images=images, frame_rate=Fraction(fps)))
+    return InputImpl.VideoFromComponents(Types.VideoComponents(images=images, frame_rate=Fraction(fps)))
 
 
 def save_video(video, target: Target, metadata: dict[str, Any] | None) -> Saved:

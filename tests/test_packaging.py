@@ -1,9 +1,12 @@
 """Packaging for ComfyUI-Manager and the Comfy Registry: pyproject.toml, requirements.txt,
 and ``comfy node validate`` (comfy-cli), the check the Registry runs before publishing."""
 
+import ast
 import os
+import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,12 @@ except ImportError:  # Python 3.10
 
 PACK_ROOT = Path(comfyui_courier.__file__).resolve().parent
 GPU_WHEELS = {"torch", "torchvision", "torchaudio"}  # ComfyUI's own; a pack must never pull them
+NOT_SHIPPED = ("tests/", "benchmarks/", ".ci/", ".github/", ".gitignore")
+"""What the Registry's archive leaves out (``.comfyignore``): the Registry's scanner reads every file in it."""
+USER_RUNS = ("__init__.py", "__main__.py", "cli.py", "tryout.py", "tiny_models.py", "emulator/botapi/server.py",
+             "emulator/botapi/web/index.html", "nodes/extension.py", "js/icon.svg", "workflows/api/img.json",
+             "locales/en/LC_MESSAGES/courier.po", "store/sql/schema.sql", "babel.cfg", "LICENSE", "README.md",
+             "pyproject.toml", "requirements.txt")
 VALIDATE_TIMEOUT_S = 120
 
 
@@ -64,6 +73,24 @@ def test_requirements_txt_lists_exactly_the_project_dependencies():
     assert normalized(requirement_lines()) == normalized(pyproject()["project"]["dependencies"])
 
 
+def test_python_telegram_bot_asks_only_for_the_extra_the_pack_uses():
+    """socks: httpx's SOCKS transport, for the Bot API through Anyone; not rate-limiter (AIORateLimiter):
+    the bot's limiter is its own (bot/limiter.py)."""
+    (ptb,) = [Requirement(text) for text in requirement_lines() if Requirement(text).name == "python-telegram-bot"]
+    assert ptb.extras == {"socks"}
+
+
+def test_nodes_import_a_numbered_comfy_api_version():
+    """``comfy_api.latest`` "may change without warning"; a numbered version stays as it was."""
+    imported = {}
+    for path in sorted((PACK_ROOT / "nodes").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            imported.update({name: path.name for name in names if name.split(".")[0] == "comfy_api"})
+    assert imported and all(re.fullmatch(r"comfy_api\.v\d+_\d+_\d+", name) for name in imported), imported
+
+
 def test_no_torch_family_dependency():
     for requirements in (requirement_lines(), pyproject()["project"]["dependencies"]):
         names = {Requirement(text).name.lower().replace("_", "-") for text in requirements}
@@ -76,6 +103,22 @@ def test_frontend_is_registered_once():
     assert comfyui_courier.WEB_DIRECTORY
     assert (PACK_ROOT / comfyui_courier.WEB_DIRECTORY).is_dir()
     assert "web" not in pyproject()["tool"]["comfy"]
+
+
+def test_the_registry_archive_holds_what_a_user_runs_and_no_tests(tmp_path, monkeypatch):
+    """The archive ``comfy node pack`` and ``comfy node publish`` upload, built by comfy-cli's own
+    ``zip_files``: git's tracked files less ``.comfyignore``'s, plus ``[tool.comfy] includes``."""
+    from comfy_cli.file_utils import list_git_tracked_files, zip_files
+
+    monkeypatch.chdir(PACK_ROOT)
+    archive = tmp_path / "node.zip"
+    zip_files(archive, includes=pyproject()["tool"]["comfy"].get("includes", []))
+    with zipfile.ZipFile(archive) as packed:
+        names = set(packed.namelist())
+    assert set(USER_RUNS) <= names, sorted(set(USER_RUNS) - names)
+    assert [name for name in names if name.startswith(NOT_SHIPPED)] == []
+    tracked = {name for name in list_git_tracked_files(".") if (PACK_ROOT / name).is_file()}
+    assert names == {name for name in tracked if not name.startswith(NOT_SHIPPED)}  # nothing else left out
 
 
 def test_comfy_node_validate_passes_without_errors_or_warnings(tmp_path):

@@ -45,7 +45,7 @@ def pyav():
 @pytest.fixture
 def deliver(monkeypatch):
     """Run the node as ComfyUI does (hidden inputs on a clone of the class), outside a ComfyUI server."""
-    from comfy_api.latest import io
+    from comfy_api.v0_0_2 import io
 
     monkeypatch.setitem(sys.modules, "server", None)  # no PromptServer: nothing approved an editor send
 

@@ -40,7 +40,7 @@ def require_comfyui() -> Path:
 
 
 def require_comfy_api() -> ModuleType:
-    """ComfyUI's node API (``comfy_api.latest``, which our node modules import), from ``COMFYUI_DIR``.
+    """ComfyUI's node API (``comfy_api.v0_0_2``, which our node modules import), from ``COMFYUI_DIR``.
 
     The folder goes last on sys.path, after the pack is loaded: ComfyUI's top-level modules
     (``server``, ``utils``) then shadow nothing, and import only when a test reaches them.
@@ -48,7 +48,7 @@ def require_comfy_api() -> ModuleType:
     folder = str(require_comfyui())
     if folder not in sys.path:
         sys.path.append(folder)
-    return importlib.import_module("comfy_api.latest")
+    return importlib.import_module("comfy_api.v0_0_2")
 
 
 def require_chromium() -> str:
