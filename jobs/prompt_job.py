@@ -13,6 +13,7 @@ from ..store import buttons, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from . import upscale
 from .comfy_client import ComfyClient, PromptResult
+from .file_inputs import graph_file_problem
 from .ports import ChatBlocked, ChatError, DeliveryFailed, InputUnavailable, ResultExtras, UploadTooLarge
 from .runner import JobError, JobRun, elapsed_s, send_each_once
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
@@ -33,6 +34,8 @@ async def run(run: JobRun) -> dict:
     workflow = fill_job(graph, prompt=job.params.get("prompt", ""), seed=job.params["seed"],
                         image=image_name, chat_id=job.chat_id, user_id=job.user_id,
                         options=job.params.get("inputs"), job=run.prompt_id)
+    if (problem := graph_file_problem(workflow)) is not None:  # stored before publishing checked files
+        raise JobError(say(problem.key, **problem.params))
 
     steps = StepClock()
 
