@@ -4,9 +4,9 @@
 import { courier } from "./api.js";
 import { h } from "./dom.js";
 
-const BOX = "position:fixed;inset:0;z-index:10000;display:flex;align-items:center;justify-content:center;"
+export const BOX = "position:fixed;inset:0;z-index:10000;display:flex;align-items:center;justify-content:center;"
   + "background:rgba(0,0,0,.5)";
-const PANEL = "background:var(--comfy-menu-bg,#222);color:var(--fg-color,#ddd);padding:16px;border-radius:8px;"
+export const PANEL = "background:var(--comfy-menu-bg,#222);color:var(--fg-color,#ddd);padding:16px;border-radius:8px;"
   + "max-width:520px;display:flex;flex-direction:column;gap:8px;font-size:13px;"
   + "border:1px solid var(--border-color,#555)";
 

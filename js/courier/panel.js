@@ -3,7 +3,7 @@
 import { adminToken, courier, courierResponse, setAdminToken } from "./api.js";
 import { benchmarkChart } from "./chart.js";
 import { h, section } from "./dom.js";
-import { choicesFor, commandNameOf, currentGraph, publishGraph } from "./publish.js";
+import { choicesFor, commandNameOf, currentGraph, publishAsking, publishedNote } from "./publish.js";
 import { renderReadiness } from "./readiness.js";
 
 const STATE_COLORS = { ok: "#3c3", starting: "#cc3", off: "#888", error: "#e44" };
@@ -92,10 +92,13 @@ function publishSection(failure, refreshCommands) {
         message(result, "Not published.");
         return;
       }
-      const published = await publishGraph({ name: name.value.trim(), description: description.value.trim(),
-                                             replace: replace.checked, auto });
-      message(result, `Published /${published.command.name}`
-        + (published.menu_updated ? "; the bot's menu is updated." : "; the bot is not running."), "ok");
+      const published = await publishAsking({ name: name.value.trim(), description: description.value.trim(),
+                                              replace: replace.checked, auto });
+      if (!published) {
+        message(result, "Not published.");
+        return;
+      }
+      message(result, `Published /${published.command.name}. ${publishedNote(published)}`, "ok");
       refreshCommands();
     } catch (error) {
       failure(result, error);

@@ -2,6 +2,7 @@
 import { app } from "../../../scripts/app.js";
 import { courier } from "./api.js";
 import { chooseFound } from "./found.js";
+import { askMissing, missingLine } from "./missing.js";
 
 export const INPUT_NODE = "CourierTelegramInput";
 const OUTPUT_NODE = "CourierTelegramOutput";
@@ -27,15 +28,33 @@ export async function choicesFor(graph, name) {
   return isPlain(graph) ? chooseFound(graph, `Publish /${name.replace(/^\//, "")} as a command`) : {};
 }
 
-/** Publish the open graph (`auto`: the choices for a plain one); resolves to {command, menu_updated},
+/** Publish the open graph (`auto`: the choices for a plain one); resolves to {command, menu_updated, models},
  * throws CourierError. */
-export async function publishGraph({ name, description = "", replace = false, auto = null }) {
+export async function publishGraph({ name, description = "", replace = false, auto = null, confirmMissing = false }) {
   const workflow = await currentGraph();
   const found = auto && isPlain(workflow) ? { auto: true, ...auto } : {};
   return courier("/courier/commands", {
     method: "POST",
-    body: { workflow, name: name.replace(/^\//, ""), description, replace, ...found },
+    body: { workflow, name: name.replace(/^\//, ""), description, replace, ...found,
+            ...(confirmMissing ? { confirm_missing: true } : {}) },
   });
+}
+
+/** publishGraph, asking first where no backend has every model file the graph names; null when declined. */
+export async function publishAsking(options) {
+  try {
+    return await publishGraph(options);
+  } catch (error) {
+    if (error.code !== "models_missing") throw error;
+    if (!(await askMissing(error.message))) return null;
+    return publishGraph({ ...options, confirmMissing: true });
+  }
+}
+
+/** What the editor says after publishing: the bot's menu, and the model files backends lack. */
+export function publishedNote(result) {
+  const missing = missingLine(result.models);
+  return (result.menu_updated ? "The bot's menu is updated." : "The bot is not running.") + (missing ? ` ${missing}.` : "");
 }
 
 /** The workflow menu's "Publish as Telegram command": asks name and description, confirms a replace. */
@@ -54,15 +73,16 @@ export async function publishFromMenu() {
     if (!auto) return;
     let result;
     try {
-      result = await publishGraph({ name, description, auto });
+      result = await publishAsking({ name, description, auto });
     } catch (error) {
       if (error.code !== "command_exists") throw error;
       const replace = await dialog.confirm({ title: `Replace /${name}?`, message: error.message, type: "overwrite" });
       if (!replace) return;
-      result = await publishGraph({ name, description, replace: true, auto });
+      result = await publishAsking({ name, description, replace: true, auto });
     }
-    toast.add({ severity: "success", summary: `Published /${result.command.name}`,
-                detail: result.menu_updated ? "The bot's menu is updated." : "The bot is not running.", life: 5000 });
+    if (!result) return;
+    toast.add({ severity: missingLine(result.models) ? "warn" : "success", summary: `Published /${result.command.name}`,
+                detail: publishedNote(result), life: 8000 });
   } catch (error) {
     toast.add({ severity: "error", summary: "Publishing failed", detail: error.message, life: 10000 });
   }
