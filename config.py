@@ -21,6 +21,8 @@ else:  # pragma: no cover - ComfyUI still supports 3.10
     import tomli as tomllib
 
 CONFIG_FILE_NAME = "courier.toml"
+LOCAL_UPLOAD_LIMIT_MB = 2000.0
+"""What a local Bot API server (``telegram-bot-api --local``) takes from the bot."""
 
 
 class SettingsError(ValueError):
@@ -93,6 +95,10 @@ class Settings:
                                         "Bot token from @BotFather; the bot starts only when set")
     telegram_api_url: str = _field("COURIER_TELEGRAM_API_URL", "https://api.telegram.org",
                                    "Bot API server (a local Bot API server or the test emulator)")
+    telegram_local_mode: bool = _field("COURIER_TELEGRAM_LOCAL_MODE", False,
+                                       "The Bot API server runs in local mode on this machine (telegram-bot-api "
+                                       "--local): results up to 2000 MB go to it as files, and users' files are "
+                                       "read from its disk")
     allowed_users: list = _field("COURIER_ALLOWED_USERS", [],
                                  "Who may use the bot besides its admins and those let in with /allow: Telegram "
                                  "user ids and @usernames (comma separated; a username counts for the id it first "
@@ -134,7 +140,8 @@ class Settings:
                                  "(ComfyUI started with --preview-method auto)")
     upload_limit_mb: float = _field("COURIER_UPLOAD_LIMIT_MB", 50.0,
                                     "Largest file the Bot API server takes from the bot (Telegram's: 50; a local "
-                                    "Bot API server's: 2000); a bigger result is announced with its size",
+                                    "Bot API server's: 2000, the default in local mode); a bigger result is "
+                                    "announced with its size",
                                     minimum=0.001)
     max_image_mb: float = _field("COURIER_MAX_IMAGE_MB", 20.0,
                                  "Largest image a user may send, checked before queueing (Telegram lets bots download "
@@ -251,6 +258,8 @@ def load_settings(config_file: Path | None = None,
         env = field.metadata["env"]
         if env in environ:
             values[name] = _coerce(env, environ[env], field)
+    if values.get("telegram_local_mode") and "upload_limit_mb" not in values:
+        values["upload_limit_mb"] = LOCAL_UPLOAD_LIMIT_MB
     return Settings(**values)
 
 

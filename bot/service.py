@@ -45,6 +45,7 @@ def build_application(settings: Settings, store, proxy: str | None = None,
                .token(token)
                .base_url(f"{api}/bot")
                .base_file_url(f"{api}/file/bot")
+               .local_mode(settings.telegram_local_mode)  # files by path: a local server reads them from disk
                .context_types(ContextTypes(context=CourierContext, bot_data=BotData))
                .rate_limiter(ResultsFirstLimiter(max_retries=3, fleet=FleetSlots(store.pool, token)))
                .concurrent_updates(True))

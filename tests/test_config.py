@@ -20,6 +20,14 @@ def test_allowed_users_take_ids_and_usernames_and_quotas_default_to_none():
     assert (settings.quota_hour, settings.quota_day, settings.retention_days) == (0, 0, 30)
 
 
+def test_a_local_bot_api_server_takes_2000_mb_unless_the_limit_is_set():
+    assert load_settings(None, {}).upload_limit_mb == 50
+    local = load_settings(None, {"COURIER_TELEGRAM_LOCAL_MODE": "1"})
+    assert local.telegram_local_mode is True and local.upload_limit_mb == 2000
+    chosen = load_settings(None, {"COURIER_TELEGRAM_LOCAL_MODE": "on", "COURIER_UPLOAD_LIMIT_MB": "300"})
+    assert chosen.upload_limit_mb == 300
+
+
 def test_missing_file_gives_defaults():
     settings = load_settings(None, {})
     assert settings.telegram_bot_token.reveal() == ""

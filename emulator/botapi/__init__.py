@@ -19,7 +19,9 @@ parsing and trimming as TDLib does it, photos recompressed to JPEG sizes, and
 files downloadable via getFile. Fault injection (``EmulatedBot.fail``/``hang``)
 covers what Telegram does under load: 429 with retry_after, 5xx, lost answers;
 ``EmulatedBot.enforce_limits`` answers 429 past Telegram's flood limits (``limits``).
-Waiting is event driven throughout (``BotApiEmulator.wait_for``).
+``BotApiEmulator(local=True)`` (``--local``) is a local Bot API server as ``telegram-bot-api
+--local`` is one: uploads up to 2000 MB, files by path or ``file://`` URI, and ``getFile`` gives
+a path on this machine. Waiting is event driven throughout (``BotApiEmulator.wait_for``).
 
 A person plays the users in a browser: the emulator's root serves a web chat
 (``webchat``) over the same test API. Standalone: ``main(["--port", "8081",

@@ -29,8 +29,9 @@ import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 
@@ -146,6 +147,15 @@ def _method(name: str, *, outbound: bool = False) -> Callable:
 def _int(params: dict[str, Any], name: str, default: int = 0) -> int:
     value = params.get(name)
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _local_upload(ref: str) -> Upload:
+    """A file the bot names by its path or ``file://`` URI on this machine (local mode only)."""
+    path = Path(unquote(urlsplit(ref).path) if ref.startswith("file://") else ref)
+    try:
+        return Upload(path.name, "", path.read_bytes())
+    except OSError:
+        raise bad_request("wrong file identifier/HTTP URL specified") from None
 
 
 def _clamp(value: int, low: int, high: int) -> int:
@@ -643,6 +653,8 @@ class EmulatedBot:
                 raise bad_request("wrong file identifier/HTTP URL specified")
             if ref.startswith(("http://", "https://")):
                 raise bad_request("failed to get HTTP URL content")
+            if self.emulator.local and ref.startswith(("file://", "/")):
+                return _local_upload(ref)
             stored = self.files.get(ref)
             if stored is None:
                 raise bad_request("wrong file identifier/HTTP URL specified")
@@ -1020,7 +1032,7 @@ async def _get_file(bot: EmulatedBot, call: Call) -> dict[str, Any]:
     stored = bot.files.get(str(file_id))
     if stored is None:
         raise bad_request("invalid file_id")
-    if len(stored.data) > MAX_DOWNLOAD:
+    if len(stored.data) > MAX_DOWNLOAD and not bot.emulator.local:
         raise bad_request("file is too big")
     return {"file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "file_size": len(stored.data),
-            "file_path": stored.file_path}
+            "file_path": bot.emulator.local_path(bot, stored) if bot.emulator.local else stored.file_path}

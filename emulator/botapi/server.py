@@ -7,15 +7,18 @@ import asyncio
 import itertools
 import re
 import secrets
+import shutil
 import signal
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import web
 
 from . import control, guard, webchat
-from .bot import EmulatedBot
-from .wire import MAX_UPLOAD, ApiError, error_response, ok_response, read_request
+from .bot import EmulatedBot, StoredFile
+from .wire import LOCAL_MAX_UPLOAD, MAX_UPLOAD, ApiError, error_response, ok_response, read_request
 
 T = TypeVar("T")
 
@@ -26,12 +29,20 @@ _TOKEN = re.compile(r"[1-9][0-9]*:[A-Za-z0-9_-]+")
 class BotApiEmulator:
     """A local Telegram Bot API server for tests and demos (see the package docstring)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_upload: int = MAX_UPLOAD):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_upload: int | None = None,
+                 local: bool = False):
         self.host = host
         self.port = port
         """The port asked for; the one picked once started."""
-        self.max_upload = max_upload
-        """The largest file a bot may upload (Telegram's 50 MB; lower it to test what is beyond)."""
+        self.local = local
+        """As ``telegram-bot-api --local``: uploads up to 2000 MB, a file also by its path or ``file://``
+        URI on this machine, and ``getFile`` gives the file's absolute path here (no 20 MB limit) for
+        the bot to read from disk, not a path to download (python-telegram-bot's ``local_mode``)."""
+        self.max_upload = max_upload if max_upload is not None else LOCAL_MAX_UPLOAD if local else MAX_UPLOAD
+        """The largest file a bot may upload (Telegram's 50 MB, 2000 MB in local mode; lower it to test
+        what is beyond)."""
+        self.working_dir: Path | None = None
+        """Local mode: where ``getFile`` puts the files it gives paths of (as the server's ``--dir``)."""
         self.users: dict[int, dict[str, Any]] = {}
         self.closing = False
         self._bots: dict[str, EmulatedBot] = {}
@@ -77,6 +88,8 @@ class BotApiEmulator:
         self._runner = runner
         self.port = runner.addresses[0][1]
         self.closing = False
+        if self.local:
+            self.working_dir = Path(tempfile.mkdtemp(prefix="botapi-local-"))
         return self
 
     async def stop(self) -> None:
@@ -89,6 +102,17 @@ class BotApiEmulator:
             await bot.stop_delivery()
         runner, self._runner = self._runner, None
         await runner.cleanup()
+        if self.working_dir is not None:
+            shutil.rmtree(self.working_dir, ignore_errors=True)
+            self.working_dir = None
+
+    def local_path(self, bot: EmulatedBot, stored: StoredFile) -> str:
+        """Local mode: the absolute path of ``stored`` on this machine, written there on first ask."""
+        path = self.working_dir / bot.token / stored.file_path
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(stored.data)
+        return str(path)
 
     async def __aenter__(self) -> BotApiEmulator:
         return await self.start()
@@ -193,16 +217,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8081, help="port to listen on; 0 picks one (default 8081)")
     parser.add_argument("--token", action="append", default=[],
                         help="bot token to accept (repeatable); one is made up when none is given")
+    parser.add_argument("--local", action="store_true",
+                        help="as telegram-bot-api --local: uploads up to 2000 MB, getFile gives a path here")
     args = parser.parse_args(argv)
     if not guard.is_loopback(args.host):
         parser.error(f"--host {args.host} is not a loopback address: the test API lists the bots' tokens, "
                      "so the emulator serves this machine only (reach it from elsewhere over ssh -L or -R)")
-    asyncio.run(_serve(args.host, args.port, args.token))
+    asyncio.run(_serve(args.host, args.port, args.token, args.local))
     return 0
 
 
-async def _serve(host: str, port: int, tokens: list[str]) -> None:
-    async with BotApiEmulator(host, port) as emulator:
+async def _serve(host: str, port: int, tokens: list[str], local: bool) -> None:
+    async with BotApiEmulator(host, port, local=local) as emulator:
         bots = [emulator.add_bot(token) for token in tokens] or [emulator.add_bot()]
         print(f"Telegram Bot API emulator on {emulator.url}", flush=True)
         for bot in bots:

@@ -20,6 +20,8 @@ from aiohttp import web
 
 MAX_UPLOAD = 50 * 1024 * 1024
 """api.telegram.org refuses a larger multipart request with 413 before reading it."""
+LOCAL_MAX_UPLOAD = 2000 * 1024 * 1024
+"""A local Bot API server (``telegram-bot-api --local``) takes uploads up to 2000 MB."""
 MAX_JSON_DEPTH = 400
 """Deeper JSON is refused as unparsable: ``json`` recurses, and 100,000 ``[`` raised RecursionError (a 500)."""
 
