@@ -214,12 +214,31 @@ async def comfyui_problems(workflow: dict) -> list[Problem] | None:
     validate = getattr(sys.modules.get("execution"), "validate_prompt", None)
     if validate is None:
         return None
+    if unmade := _unmade_outputs(workflow, getattr(sys.modules.get("nodes"), "NODE_CLASS_MAPPINGS", {})):
+        return unmade
     valid, error, _, node_errors = await validate(uuid.uuid4().hex, copy.deepcopy(workflow), None)
     refused = {node_id: {**entry, "errors": reasons} for node_id, entry in node_errors.items()
                if (reasons := [err for err in entry.get("errors", []) if not _missing_model(entry, err)])}
     if refused or (not valid and not node_errors):
         return summarize_rejection({"error": error or {}, "node_errors": refused})
     return []
+
+
+def _unmade_outputs(workflow: dict, classes: Mapping[str, Any]) -> list[Problem]:
+    """Links to an output their node does not have. ComfyUI's validation refuses them too, but by an
+    IndexError reported on the input downstream ("tuple index out of range"): here each is named."""
+    problems = []
+    for node_id, node in workflow.items():
+        for input_name, value in node.get("inputs", {}).items():
+            source = workflow[value[0]] if _is_link(value) else None
+            outputs = getattr(classes.get(source["class_type"]), "RETURN_TYPES", None) if source else None
+            if isinstance(outputs, tuple | list) and not -len(outputs) <= value[1] < len(outputs):
+                text = (f"links to output {value[1]} of {source['class_type']} (node {value[0]}), "
+                        f"which has {len(outputs)} (0 to {len(outputs) - 1})")
+                problems.append(Problem("invalid_input", {"node_id": node_id, "node_type": node["class_type"],
+                                                          "input_name": input_name, "message": text,
+                                                          "details": "", "text": text}))
+    return problems
 
 
 def _missing_model(entry: Mapping[str, Any], err: Mapping[str, Any]) -> bool:

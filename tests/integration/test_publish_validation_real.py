@@ -26,7 +26,8 @@ REFUSED = {  # (graph, code, what the message says): the graphs of issue 29
                        "10": {"class_type": "VAEEncode", "inputs": {"pixels": ["8", 0], "vae": ["4", 2]}}}),
               "bad_workflow", "cycle (#3 → #10 → #8 → #3)"),
     "slot99": (graph(**{"8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 99], "vae": ["4", 2]}}}),
-               "comfyui_refused", "VAEDecode (node 8)"),
+               "comfyui_refused", "VAEDecode (node 8), input samples: links to output 99 of KSampler (node 3), "
+                                  "which has 1 (0 to 0)"),
     "steps": (graph(**{"3": sampler(steps=10**9)}), "comfyui_refused",
               "KSampler (node 3), input steps: Value 1000000000 bigger than max of 10000"),
 }
