@@ -46,7 +46,7 @@ from .comfy_client import (
     PromptLost,
     describe_error,
 )
-from .db_wait import DatabaseWait
+from .db_wait import SLOW_S, DatabaseWait
 from .handoff import Handoff
 from .ports import ChatBlocked, ChatSink, StatusMessage
 from .runner import JobError, JobRun, Runner, elapsed_s
@@ -62,6 +62,9 @@ queued behind each other's at the Bot API."""
 BACKEND_RETRY_S = 5.0
 LEASE_CHECK_S = 2.0
 """At most this long between lease renewals: a job cancelled or taken over elsewhere stops within it."""
+LEASE_SETTLE_S = 2 * LEASE_CHECK_S
+"""After the database did not answer, how long its answers must come at once before any lease is
+taken as expired: the live workers renew theirs meanwhile."""
 LEASE_MARGIN_S = 2.0
 """A job waits for the database (``store.db.Patient``) until this long before its lease runs out."""
 
@@ -243,13 +246,23 @@ class Dispatcher:
             hold.release()
 
     async def _housekeeping(self) -> None:
+        """Requeue the jobs whose lease ran out, once the database has answered at once twice in a row,
+        LEASE_SETTLE_S apart: a lease that ran out while it hung or was down (a live worker could not
+        renew it) is renewed first, and the job is not run again."""
+        steady = settled = False  # the last probe was answered at once; so was the one before
         while True:
             try:
-                if await jobs.requeue_expired(self.store.pool):
+                was_steady, steady = steady, await self.store.ping() < SLOW_S
+                settled = was_steady and steady
+                if settled and await jobs.requeue_expired(self.store.pool):
                     self._wakeup.set()
+            except StoreError as exc:
+                steady = settled = False
+                log.warning("requeueing expired jobs waits for the database: %s", exc)
             except Exception:
+                steady = settled = False
                 log.exception("requeueing expired jobs failed")
-            await asyncio.sleep(self.settings.job_lease_s / 2)
+            await asyncio.sleep(self.settings.job_lease_s / 2 if settled else LEASE_SETTLE_S)
 
     async def _keep_lease(self, job_id: int, active: ActiveJob, told: DatabaseWait) -> None:
         """Renew the job's lease until the job is no longer ours; then stop its task. A renewal the
