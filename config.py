@@ -166,6 +166,13 @@ class Settings:
                                 "Seconds a host's claim on a running job lasts unrenewed (renewed every 2 s, or every "
                                 "third of it if shorter); a killed host's jobs go to another host after this",
                                 minimum=3.0)
+    delivery_patience_s: float = _field("COURIER_DELIVERY_PATIENCE_S", 900.0,
+                                        "How long a job's results and its last status are tried again while "
+                                        "Telegram fails them (an outage); then the job fails with Telegram's reason",
+                                        minimum=1.0)
+    delivery_backoff_max_s: float = _field("COURIER_DELIVERY_BACKOFF_MAX_S", 30.0,
+                                           "The longest wait between two tries of a delivery through an outage "
+                                           "(the waits double from 0.5 s; longer where Telegram asks)", minimum=0.5)
     receive_updates: bool = _field("COURIER_RECEIVE_UPDATES", True,
                                    "Take Telegram updates here (polling or webhook); off = only run jobs and send "
                                    "their results, beside a host on the same database that takes them")

@@ -3,7 +3,8 @@
 A still image goes as a document (its bytes kept) and a photo preview, which carries the job's
 caption and buttons; several at once as two albums, the documents and then their photos. A video
 goes as a streamable video and its file as a document; a GIF as an animation. Previews and a
-video's document are best effort.
+video's document are best effort, and go only once the file itself is kept as sent (``sent``): a
+host that dies while they are on their way leaves the file known, never sent again.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from telegram import Bot, InlineKeyboardMarkup, InputMediaDocument, InputMediaPh
 from telegram.constants import FileSizeLimit
 
 from ..imaging import ANIMATION_SUFFIXES, VIDEO_SUFFIXES
-from ..jobs.ports import ChatError
+from ..jobs.ports import ChatError, SentFn
 from ..logs import get_logger
 from .sending import send
 
@@ -25,7 +26,8 @@ PREVIEW_MAX_BYTES = FileSizeLimit.PHOTOSIZE_UPLOAD  # sendPhoto's limit: 10 MB
 
 
 async def deliver_file(bot: Bot, chat_id: int, reply_to: int | None, filename: str, data: bytes,
-                       caption: str | None = None, markup: InlineKeyboardMarkup | None = None) -> dict:
+                       caption: str | None = None, markup: InlineKeyboardMarkup | None = None,
+                       sent: SentFn | None = None) -> dict:
     """Send one result; returns the session record used for chaining (and ``message_ids``, for /forget).
 
     ``caption`` and ``markup`` (the result buttons) ride on the message a client shows best: the
@@ -38,18 +40,20 @@ async def deliver_file(bot: Bot, chat_id: int, reply_to: int | None, filename: s
     reply = reply_args(reply_to)
     extras = {"caption": caption, "reply_markup": markup}
     if suffix in VIDEO_SUFFIXES:
-        sent = await send(lambda: bot.send_video(chat_id, video=data, filename=filename, supports_streaming=True,
-                                                 **extras, **reply), f"video {filename}")
-        message_ids = [sent.message_id]
-        await _also(message_ids, lambda: _document(bot, chat_id, sent.message_id, filename, data),
+        video = await send(lambda: bot.send_video(chat_id, video=data, filename=filename, supports_streaming=True,
+                                                  **extras, **reply), f"video {filename}")
+        message_ids = [video.message_id]
+        record = {"kind": "video", "file_id": video.video.file_id, "filename": filename, "message_ids": message_ids,
+                  **_buttons(markup, video.message_id, caption)}
+        await _kept(sent, record)
+        await _also(message_ids, lambda: _document(bot, chat_id, video.message_id, filename, data),
                     f"file of video {filename}")
-        return {"kind": "video", "file_id": sent.video.file_id, "filename": filename, "message_ids": message_ids,
-                **_buttons(markup, sent.message_id, caption)}
+        return record
     if suffix in ANIMATION_SUFFIXES:
-        sent = await send(lambda: bot.send_animation(chat_id, animation=data, filename=filename, **extras, **reply),
-                          f"animation {filename}")
-        return {"kind": "video", "file_id": sent.animation.file_id, "filename": filename,
-                "message_ids": [sent.message_id], **_buttons(markup, sent.message_id, caption)}
+        animation = await send(lambda: bot.send_animation(chat_id, animation=data, filename=filename, **extras,
+                                                          **reply), f"animation {filename}")
+        return {"kind": "video", "file_id": animation.animation.file_id, "filename": filename,
+                "message_ids": [animation.message_id], **_buttons(markup, animation.message_id, caption)}
     previewed = len(data) <= PREVIEW_MAX_BYTES  # e.g. extreme aspect ratios fail: the lossless file is there
     document = await send(lambda: _document(bot, chat_id, reply_to, filename, data, **({} if previewed else extras)),
                           f"document {filename}")
@@ -57,6 +61,7 @@ async def deliver_file(bot: Bot, chat_id: int, reply_to: int | None, filename: s
     record = _image_record(document, filename, message_ids)
     if not previewed:
         return {**record, **_buttons(markup, document.message_id, caption)}
+    await _kept(sent, record)
     if await _also(message_ids, lambda: bot.send_photo(chat_id, photo=data, filename=filename, **extras,
                                                        **reply_args(document.message_id)), f"preview {filename}"):
         record.update(_buttons(markup, message_ids[-1], caption))
@@ -68,7 +73,8 @@ def _buttons(markup: InlineKeyboardMarkup | None, message_id: int, caption: str 
     return {"buttons": message_id, "captioned": caption is not None} if markup is not None else {}
 
 
-async def deliver_album(bot: Bot, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]]) -> list[dict]:
+async def deliver_album(bot: Bot, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]],
+                        sent: SentFn | None = None) -> list[dict]:
     """Send 2-10 still images: their documents as one album, then their photos as another.
 
     :raises UploadTooLarge, DeliveryFailed, DeliveryUnconfirmed: of the documents; the photos are best effort.
@@ -78,6 +84,7 @@ async def deliver_album(bot: Bot, chat_id: int, reply_to: int | None, files: lis
                   for name, data in files], **reply_args(reply_to)), f"album of {len(files)} files")
     records = [_image_record(message, name, [message.message_id])
                for message, (name, _) in zip(documents, files, strict=True)]
+    await _kept(sent, *records)
     shown = [(record, name, data) for record, (name, data) in zip(records, files, strict=True)
              if len(data) <= PREVIEW_MAX_BYTES]
     if len(shown) == 1:
@@ -96,6 +103,12 @@ async def deliver_album(bot: Bot, chat_id: int, reply_to: int | None, files: lis
             for (record, _, _), photo in zip(shown, photos, strict=False):
                 record["message_ids"].append(photo.message_id)
     return records
+
+
+async def _kept(sent: SentFn | None, *records: dict) -> None:
+    """Have the files' records kept before their extras go (a copy: the extras add to the records)."""
+    if sent is not None:
+        await sent([{**record, "message_ids": list(record["message_ids"])} for record in records])
 
 
 def _document(bot: Bot, chat_id: int, reply_to: int | None, filename: str, data: bytes,

@@ -8,7 +8,7 @@ and is then never dropped;
 a job done sooner has no status message (its result's caption says "Done"), and after
 ``results_follow`` none is posted any more. Edits run in the background: a slow Bot API never
 holds up the job itself. The final text is sent like a result (``bot/sending.py``): retried while
-Telegram failed it for sure.
+Telegram failed it for sure, for as long as the caller's ``patience`` says (through an outage: minutes).
 
 Where the first text goes is decided in PostgreSQL before anything is posted (``take``,
 ``store.jobs.take_status_message``): the job's own message (an earlier run's), the chat's queue
@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from telegram import Bot, InputMediaPhoto
 from telegram.error import BadRequest, TelegramError
 
-from ..jobs.ports import ChatError, TakeFn
+from ..jobs.ports import QUICK, ChatError, Patience, TakeFn
 from ..logs import get_logger
 from ..store.errors import StoreError
 from .limiter import STATUS
@@ -136,7 +136,7 @@ class ProgressMessage:
         self._timer = None
         self._start()
 
-    async def finish(self, text: str, *, optional: bool = False) -> None:
+    async def finish(self, text: str, *, optional: bool = False, patience: Patience = QUICK) -> None:
         """The final text, always shown, after any edit still in flight; it takes a preview's place.
         ``optional``: the chat shows it already (the result's caption): only a status message the
         job has, or takes over from the chat's queue, says it too."""
@@ -153,9 +153,10 @@ class ProgressMessage:
                     return
                 self.message_id = message_id
             if self._photo:
-                await send(lambda: self._replace_photo(text), f"status in chat {self.chat_id}")
+                await send(lambda: self._replace_photo(text), f"status in chat {self.chat_id}", patience)
             else:
-                await send(lambda: self._write(text), f"status in chat {self.chat_id}")
+                await send(lambda: self._write(text), f"status in chat {self.chat_id}", patience,
+                           idempotent=self.message_id is not None)  # an edit: once it landed, again shows the same
             self._shown = text
         except (ChatError, StoreError) as exc:  # e.g. the user deleted the message
             log.info("final status in chat %s not shown: %s", self.chat_id, exc)

@@ -13,7 +13,7 @@ from telegram import Bot, InlineKeyboardMarkup
 from telegram.constants import FileSizeLimit
 from telegram.error import BadRequest, TelegramError
 
-from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable, ResultExtras
+from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable, ResultExtras, SentFn
 from .delivery import deliver_album, deliver_file, reply_args
 from .keyboards import result_keyboard
 from .limiter import STATUS
@@ -51,13 +51,15 @@ class TelegramSink:
         await delete_message(self.bot, chat_id, message_id)
 
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes,
-                          extras: ResultExtras | None = None) -> dict:
+                          extras: ResultExtras | None = None, sent: SentFn | None = None) -> dict:
         if extras is None:
-            return await deliver_file(self.bot, chat_id, reply_to, filename, data)
-        return await deliver_file(self.bot, chat_id, reply_to, filename, data, extras.caption, _keyboard(extras))
+            return await deliver_file(self.bot, chat_id, reply_to, filename, data, sent=sent)
+        return await deliver_file(self.bot, chat_id, reply_to, filename, data, extras.caption, _keyboard(extras),
+                                  sent=sent)
 
-    async def send_album(self, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]]) -> list[dict]:
-        return await deliver_album(self.bot, chat_id, reply_to, files)
+    async def send_album(self, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]],
+                         sent: SentFn | None = None) -> list[dict]:
+        return await deliver_album(self.bot, chat_id, reply_to, files, sent)
 
     async def offer_buttons(self, chat_id: int, message_id: int, token: str, say: Callable[..., str]) -> None:
         await send(lambda: self.bot.edit_message_reply_markup(chat_id, message_id,

@@ -12,6 +12,11 @@ housekeeping of any live dispatcher, on any host, puts the job back in the queue
 decides what a backend may claim (health checks, drain, capacity, models: ``jobs/backends.py``); a
 backend that dies under a job is marked unhealthy and the job queued again for another one, up to
 the job's ``max_attempts``.
+
+A job whose results Telegram would not take (an outage) waits as 'delivering' (``prompt_job``),
+its backend slot free, its lease renewed like a running job's; the housekeeping of any live
+dispatcher takes over one whose host died (``jobs.claim_delivery``) and sends what it kept. A job's
+last status (done, failed, cancelled) is tried again through an outage too, with no slot held.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from .comfy_client import (
 )
 from .db_wait import SLOW_S, DatabaseWait
 from .handoff import Handoff
-from .ports import ChatBlocked, ChatSink, StatusMessage
+from .ports import ChatBlocked, ChatSink, Patience, StatusMessage
 from .runner import JobError, JobRun, Runner, elapsed_s
 
 log = get_logger("dispatcher")
@@ -146,6 +151,8 @@ class Dispatcher:
         self.health_checks = backend_health.HealthChecks(store.pool, self.clients, self._wakeup.set)
         self._tasks: list[asyncio.Task] = []
         self._running: dict[int, ActiveJob] = {}
+        self._taken_over: set[asyncio.Task] = set()  # delivering jobs of a dead host, sent from here
+        self.patience = Patience.of_delivery(settings)  # of a job's results and its last status
         self._in_hand: asyncio.Semaphore | None = None  # jobs claimed and not ended: slots + DELIVERING_AT_ONCE
         self._listener = None
 
@@ -166,9 +173,9 @@ class Dispatcher:
         self.health.set("dispatcher", "ok", f"{len(self.clients)} backend(s)")
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in (*self._tasks, *self._taken_over):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._taken_over, return_exceptions=True)
         self._tasks.clear()
         if self._listener is not None:
             await self._listener.close()
@@ -256,6 +263,8 @@ class Dispatcher:
                 settled = was_steady and steady
                 if settled and await jobs.requeue_expired(self.store.pool):
                     self._wakeup.set()
+                if settled:
+                    await self._take_over_deliveries()
             except StoreError as exc:
                 steady = settled = False
                 log.warning("requeueing expired jobs waits for the database: %s", exc)
@@ -263,6 +272,17 @@ class Dispatcher:
                 steady = settled = False
                 log.exception("requeueing expired jobs failed")
             await asyncio.sleep(self.settings.job_lease_s / 2 if settled else LEASE_SETTLE_S)
+
+    async def _take_over_deliveries(self) -> None:
+        """Send the kept results of delivering jobs whose host died (their lease ran out)."""
+        while (job := await jobs.claim_delivery(self.store.pool, self.worker_id, self.settings.job_lease_s)):
+            log.info("job %s: taking over its delivery from %s", job.id, job.worker)
+            active = ActiveJob(self.clients[0], str(uuid.uuid4()))  # its prompt ran: no backend is asked
+            hold = Hold(Slots(1), alone=False)  # a slot of no backend's
+            active.task = asyncio.create_task(self._serve(job, active, hold), name=f"courier-delivery-{job.id}")
+            self._running[job.id] = active
+            self._taken_over.add(active.task)
+            active.task.add_done_callback(self._taken_over.discard)
 
     async def _keep_lease(self, job_id: int, active: ActiveJob, told: DatabaseWait) -> None:
         """Renew the job's lease until the job is no longer ours; then stop its task. A renewal the
@@ -316,12 +336,15 @@ class Dispatcher:
         try:
             try:
                 await hold.wait_turn()
-                if job.attempts <= 1:
-                    await progress.update(say("running", name=job.command))
-                else:  # a re-run says so at once: within the moment, the progress that follows would replace it
-                    await progress.finish(say("running_again", name=job.command, attempt=job.attempts,
-                                              attempts=job.max_attempts))
-                runner = RUNNERS[kind(job)]
+                if job.status == "delivering":  # rendered: only its results wait
+                    runner = prompt_job.resume
+                else:
+                    if job.attempts <= 1:
+                        await progress.update(say("running", name=job.command))
+                    else:  # a re-run says so at once: within the moment, the progress that follows would replace it
+                        await progress.finish(say("running_again", name=job.command, attempt=job.attempts,
+                                                  attempts=job.max_attempts))
+                    runner = RUNNERS[kind(job)]
                 run = JobRun(job, client, active.prompt_id, progress, self.sink, pool, self.settings, say,
                              self.handoff, left_backend=hold.release)
                 result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
@@ -329,11 +352,10 @@ class Dispatcher:
                 lease.cancel()
         except asyncio.CancelledError:
             if active.cancelled_by_user:  # /cancel already marked the job cancelled
-                with contextlib.suppress(Exception):
-                    await progress.finish(say("job_cancelled", name=job.command))
+                await self._tell(progress, hold, say("job_cancelled", name=job.command))
                 return False
             if active.lease_lost:
-                await self._not_ours(job, active, progress, say)
+                await self._not_ours(job, active, progress, hold, say)
                 return False
             # shutting down: hand the job back for another worker or the next start
             await asyncio.shield(jobs.release(self.store.pool, job.id, self.worker_id, "dispatcher stopped"))
@@ -341,20 +363,20 @@ class Dispatcher:
         except asyncio.TimeoutError:
             with contextlib.suppress(ComfyError):
                 await client.cancel(active.prompt_id)
-            await self._finish_failed(job, progress, say, say("timeout", seconds=self.settings.job_timeout_s))
+            await self._finish_failed(job, progress, hold, say, say("timeout", seconds=self.settings.job_timeout_s))
             return False
         except (BackendUnavailable, PromptLost) as exc:
-            await self._backend_failed(job, client, progress, say, exc)
+            await self._backend_failed(job, client, progress, hold, say, exc)
             return True
         except ComfyError as exc:
             log.warning("job %s failed on %s: %s", job.id, backend_health.shown_url(client.base_url), exc.detail)
-            await self._finish_failed(job, progress, say, describe_error(exc, i18n.catalog(language)))
+            await self._finish_failed(job, progress, hold, say, describe_error(exc, i18n.catalog(language)))
             return False
         except JobError as exc:
-            await self._finish_failed(job, progress, say, str(exc))
+            await self._finish_failed(job, progress, hold, say, str(exc))
             return False
         except deliveries.NotRunning:
-            await self._not_ours(job, active, progress, say)
+            await self._not_ours(job, active, progress, hold, say)
             return False
         except ChatBlocked as exc:  # nothing can reach the user: end all their jobs, no retries
             log.info("job %s: the user blocked the bot (%s); ending their jobs", job.id, exc)
@@ -364,26 +386,32 @@ class Dispatcher:
         except Exception:
             incident = secrets.token_hex(4)
             log.exception("incident %s: job %s failed unexpectedly", incident, job.id)
-            await self._finish_failed(job, progress, say, say("internal_error_incident", incident=incident))
+            await self._finish_failed(job, progress, hold, say, say("internal_error_incident", incident=incident))
             return False
         if await progress.watched(jobs.succeed(pool, job.id, result, worker=self.worker_id)):
             seconds = elapsed_s(job)
             if unconfirmed := len(result.get("unconfirmed") or ()):
-                await progress.finish(i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=seconds))
+                await self._tell(progress, hold, i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=seconds))
             else:  # where the result's caption says it already, only a status message the job has says it too
-                await progress.finish(say("done", seconds=seconds), optional=bool(result.get("captioned")))
+                await self._tell(progress, hold, say("done", seconds=seconds), optional=bool(result.get("captioned")))
         return False
 
-    async def _not_ours(self, job, active: ActiveJob, progress: StatusMessage, say) -> None:
+    async def _tell(self, progress: StatusMessage, hold: Hold, text: str, *, optional: bool = False) -> None:
+        """The job's last status, tried through an outage (minutes): its backend slots are free first."""
+        hold.release()
+        with contextlib.suppress(Exception):
+            await progress.finish(text, optional=optional, patience=self.patience)
+
+    async def _not_ours(self, job, active: ActiveJob, progress: StatusMessage, hold: Hold, say) -> None:
         """The job was cancelled elsewhere, or runs again elsewhere: take our prompt off the backend."""
         with contextlib.suppress(ComfyError):
             await active.client.cancel(active.prompt_id)
         now = await jobs.get_job(self.store.pool, job.id)
         if now is not None and now.status == "cancelled":
-            with contextlib.suppress(Exception):
-                await progress.finish(say("job_cancelled", name=job.command))
+            await self._tell(progress, hold, say("job_cancelled", name=job.command))
 
-    async def _backend_failed(self, job, client: ComfyClient, progress: StatusMessage, say, exc: ComfyError) -> None:
+    async def _backend_failed(self, job, client: ComfyClient, progress: StatusMessage, hold: Hold, say,
+                              exc: ComfyError) -> None:
         """The backend died under the job (or forgot it): stop its claims if it is down, and queue
         the job again for another backend, or fail it once out of attempts."""
         reason = backend_health.shown_error(client.base_url, str(exc))
@@ -391,16 +419,15 @@ class Dispatcher:
         if isinstance(exc, BackendUnavailable):
             await self.health_checks.mark_down(client.base_url, reason)
         if job.attempts >= job.max_attempts:
-            await self._finish_failed(job, progress, say, say("backend_gave_up", attempts=job.attempts))
+            await self._finish_failed(job, progress, hold, say, say("backend_gave_up", attempts=job.attempts))
             return
         with contextlib.suppress(Exception):  # said while the job is ours: only its worker may post its status
             await progress.finish(say("backend_retrying"))  # never dropped by the throttle
         await jobs.release(self.store.pool, job.id, self.worker_id, reason, count_attempt=True)
 
-    async def _finish_failed(self, job, progress: StatusMessage, say, reason: str) -> None:
+    async def _finish_failed(self, job, progress: StatusMessage, hold: Hold, say, reason: str) -> None:
         await jobs.fail(self.store.pool, job.id, reason, worker=self.worker_id)
-        with contextlib.suppress(Exception):
-            await progress.finish(say("failed", name=job.command, reason=reason))
+        await self._tell(progress, hold, say("failed", name=job.command, reason=reason))
 
 
 def _credential_header(url: str, credentials: Mapping[str, str]) -> dict[str, str]:

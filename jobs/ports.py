@@ -32,6 +32,16 @@ class DeliveryFailed(ChatError):
     """The chat refused or did not take a message or file, for sure (retries are behind it)."""
 
 
+class ChatUnavailable(DeliveryFailed):
+    """The chat's server failed the request for sure (a 5xx, a 429, no connection) and went on failing
+    it through a short backoff (``QUICK``): an outage, after which the same request may go.
+    ``retry_after_s``: how long the server asked to wait, if it did."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class ChatBlocked(DeliveryFailed):
     """The user blocked the bot: nothing more can reach them."""
 
@@ -45,6 +55,32 @@ class DeliveryUnconfirmed(ChatError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Patience:
+    """How a request that the chat's server failed for sure is tried again: waits that double from
+    ``first_s`` up to ``ceiling_s`` (longer where the server asks: ``retry_after``), and no new try
+    later than ``total_s`` after the first. The one retry policy of chat requests (STYLE rule 16):
+    ``QUICK`` inside one send, a delivery's from the settings across an outage."""
+
+    first_s: float
+    ceiling_s: float
+    total_s: float
+
+    def wait_s(self, tries: int, retry_after_s: float | None = None) -> float:
+        """The wait before try ``tries + 1``."""
+        backoff = min(self.ceiling_s, self.first_s * 2 ** (tries - 1))
+        return max(backoff, retry_after_s or 0.0)
+
+    @classmethod
+    def of_delivery(cls, settings) -> Patience:
+        """A delivery's (a job's results and its last status): minutes, from the settings."""
+        return cls(QUICK.first_s, settings.delivery_backoff_max_s, settings.delivery_patience_s)
+
+
+QUICK = Patience(first_s=0.5, ceiling_s=2.0, total_s=3.5)
+"""A blip: 4 tries within 3.5 s (0.5, 1, 2 s apart); then the request is ``ChatUnavailable``."""
+
+
+@dataclasses.dataclass(frozen=True)
 class ResultExtras:
     """What rides on a job's last result message: ``caption`` (e.g. "Done in 2.1 s.") and the result
     buttons of ``token`` (labels from ``say``), so that neither costs a request of its own."""
@@ -53,6 +89,10 @@ class ResultExtras:
     token: str
     say: Callable[..., str]
 
+
+SentFn = Callable[[list[dict]], Awaitable[None]]
+"""Keeps what the chat answered for a job's files (``store.deliveries.complete``) as soon as it took
+them, before their best-effort extras (previews) go: a host that dies in between leaves them known."""
 
 TakeFn = Callable[[], Awaitable[tuple[str, int | None]]]
 """Where a job's status shows, decided in PostgreSQL before posting (``store.jobs.take_status_message``)."""
@@ -71,9 +111,10 @@ class StatusMessage(Protocol):
         """The job's results go to the chat next: a status not shown yet is not posted any more
         (it would land under them); one shown already is still edited."""
 
-    async def finish(self, text: str, *, optional: bool = False) -> None:
+    async def finish(self, text: str, *, optional: bool = False, patience: Patience = QUICK) -> None:
         """The final text, always shown; ``optional``: the chat has it already (the result's caption),
-        so it only goes into a status message the job has (or takes over), never a new post."""
+        so it only goes into a status message the job has (or takes over), never a new post.
+        ``patience``: how long it is tried again while the chat's server fails it (an outage)."""
 
 
 class ChatSink(Protocol):
@@ -103,16 +144,19 @@ class ChatSink(Protocol):
         """Delete a message the bot sent. :raises DeliveryFailed:"""
 
     async def send_result(self, chat_id: int, reply_to: int | None, filename: str, data: bytes,
-                          extras: ResultExtras | None = None) -> dict:
+                          extras: ResultExtras | None = None, sent: SentFn | None = None) -> dict:
         """Send one result file; returns what the session records for chaining
         (``{"kind", "file_id", "filename", "message_ids"}``, and ``"buttons"``: the message that took
-        ``extras``, absent if none did); a preview that does not go is no failure.
+        ``extras``, absent if none did); a preview that does not go is no failure. ``sent([record])``
+        is awaited once the file itself went, before its preview.
         :raises UploadTooLarge: the file is beyond what the chat's server takes.
         :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
-    async def send_album(self, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]]) -> list[dict]:
+    async def send_album(self, chat_id: int, reply_to: int | None, files: list[tuple[str, bytes]],
+                         sent: SentFn | None = None) -> list[dict]:
         """Send 2-10 still images as one album (and their lossless files); a record per file, as
-        ``send_result`` returns. :raises DeliveryFailed, DeliveryUnconfirmed:"""
+        ``send_result`` returns; ``sent(records)`` once the files went, before their previews.
+        :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
     async def offer_buttons(self, chat_id: int, message_id: int, token: str, say: Callable[..., str]) -> None:
         """Put the result buttons (new seed, upscale, edit, parameters, delete) under the result

@@ -1,20 +1,39 @@
-"""The runner of a command's job: fill the workflow, run it, send its outputs to the chat."""
+"""The runner of a command's job: fill the workflow, run it, send its outputs to the chat.
+
+Sending waits out a Telegram outage: results Telegram fails for sure (``ChatUnavailable``, after
+``bot/sending.py``'s quick tries) are kept in PostgreSQL and the job parked as 'delivering'
+(``store.deliveries.park``), its backend slot already free; they are tried again with the
+delivery's ``Patience`` (``COURIER_DELIVERY_PATIENCE_S``), counted from when the job began to wait,
+by this host or, if it dies, by another (``resume``). Then the job fails with Telegram's reason.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import datetime
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 
 from .. import imaging
 from ..logs import get_logger
-from ..store import buttons, sessions
+from ..store import buttons, deliveries, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from . import upscale
 from .comfy_client import ComfyClient, PromptResult
 from .file_inputs import graph_file_problem
-from .ports import ChatBlocked, ChatError, DeliveryFailed, InputUnavailable, ResultExtras, UploadTooLarge
+from .ports import (
+    ChatBlocked,
+    ChatError,
+    ChatUnavailable,
+    DeliveryFailed,
+    InputUnavailable,
+    Patience,
+    ResultExtras,
+    SentFn,
+    UploadTooLarge,
+)
 from .runner import JobError, JobRun, elapsed_s, send_each_once
 from .workflow import OUTPUT_NODE, fill_job, nodes_of, output_nodes
 
@@ -57,17 +76,58 @@ async def run(run: JobRun) -> dict:
     run.left_backend()
     files = [file async for file in result_files(client, result, handed, set(output_nodes(workflow)))]
     run.status.results_follow()
+    return {"prompt_id": result.prompt_id, "execution_ms": result.execution_ms, **await send_results(run, files)}
+
+
+async def resume(run: JobRun) -> dict:
+    """Send what a delivering job kept: its worker died while its results waited for Telegram."""
+    kept, since = await deliveries.kept_files(run.pool, run.job.id)
+    run.status.results_follow()
+    files = [ResultFile(file.filename, file.subfolder, file.type, file.data, file.via, file.output) for file in kept]
+    return await send_results(run, files, since)
+
+
+async def send_results(run: JobRun, files: list[ResultFile], since: datetime.datetime | None = None) -> dict:
+    """Deliver ``files`` through an outage (``since``: when the job began to wait, if it did); the
+    job's result record."""
+    job = run.job
     token = await buttons.issue(run.pool, job.id)
-    records = await deliver(run, files, ResultExtras(say("done", seconds=elapsed_s(job)), token, say))
+    records = await deliver_patiently(run, files, token, since)
     delivered = [record for record in records if record is not None]
     if chained := [record for record in delivered if record.get("file_id")]:
         await sessions.set_last_outputs(run.pool, job.chat_id, job.user_id, chained)
     if delivered and "buttons" not in delivered[-1]:
         await offer_buttons(run, delivered[-1], token)
-    return {"prompt_id": result.prompt_id, "outputs": delivered,
+    return {"outputs": delivered,
             "unconfirmed": [file.output for file, record in zip(files, records, strict=True) if record is None],
-            "execution_ms": result.execution_ms,
             "captioned": bool(delivered) and bool(delivered[-1].get("captioned"))}
+
+
+async def deliver_patiently(run: JobRun, files: list[ResultFile], token: str,
+                            since: datetime.datetime | None) -> list[dict | None]:
+    """``deliver`` until Telegram takes the files, parking the job while it waits (see the module).
+
+    :raises JobError: refused, or Telegram still failing them when the patience is spent.
+    :raises deliveries.NotRunning: the job was cancelled or its lease lost.
+    """
+    job, say = run.job, run.say
+    patience = Patience.of_delivery(run.settings)
+    tries = 0
+    while True:
+        try:
+            return await deliver(run, files, ResultExtras(say("done", seconds=elapsed_s(job)), token, say))
+        except ChatUnavailable as exc:
+            if since is None:
+                since = await deliveries.park(run.pool, job.id, job.worker, [
+                    deliveries.Kept(f.output, f.filename, f.subfolder, f.type, f.via, f.data) for f in files])
+                log.warning("job %s: Telegram does not take its results (%s); they wait for it", job.id, exc)
+            tries += 1
+            wait_s = patience.wait_s(tries, exc.retry_after_s)
+            waited_s = (datetime.datetime.now(datetime.UTC) - since).total_seconds()
+            if waited_s + wait_s > patience.total_s:
+                names = ", ".join(file.filename for file in files)
+                raise JobError(say("delivery_failed", files=names, reason=str(exc))) from exc
+            await asyncio.sleep(wait_s)
 
 
 @dataclasses.dataclass
@@ -94,7 +154,8 @@ async def deliver(run: JobRun, files: list[ResultFile], extras: ResultExtras | N
     a record per file, in order (None where nobody knows whether it went). ``extras`` (caption and
     buttons) ride on the last message.
 
-    :raises JobError: a file (or album) did not go, for sure; the message names it and Telegram's reason.
+    :raises JobError: a file (or album) was refused; the message names it and Telegram's reason.
+    :raises ChatUnavailable: Telegram failed it for sure: an outage (a later try may send it).
     """
     limit = upload_limit(run)
     stills = [i for i, file in enumerate(files) if len(file.data) <= limit and imaging.is_still(file.filename)]
@@ -106,7 +167,7 @@ async def deliver(run: JobRun, files: list[ResultFile], extras: ResultExtras | N
         last = extras if number == len(groups) else None
         try:
             records.update(zip(group, await deliver_once(run, [files[i] for i in group], last), strict=True))
-        except ChatBlocked:
+        except (ChatBlocked, ChatUnavailable):
             raise
         except DeliveryFailed as exc:  # refused, or still failing after the retries: say which and why
             names = ", ".join(files[i].filename for i in group)
@@ -119,9 +180,16 @@ async def deliver_once(run: JobRun, files: list[ResultFile], extras: ResultExtra
     job sent or may have; their records, None where nobody knows."""
     async def send(fresh: list[int]) -> list[dict]:
         chosen = [files[i] for i in fresh]
-        return [{**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
-                 "job_id": run.job.id, "via": file.via}
-                for file, record in zip(chosen, await send_files(run, chosen, extras), strict=True)]
+
+        def full(records: list[dict]) -> list[dict]:
+            return [{**record, "subfolder": file.subfolder, "type": file.type,  # on the backend, for /forget
+                     "job_id": run.job.id, "via": file.via} for file, record in zip(chosen, records, strict=True)]
+
+        async def sent(records: list[dict]) -> None:  # the files went: known before their previews go
+            for file, record in zip(chosen, full(records), strict=True):
+                await deliveries.complete(run.pool, run.job.id, file.output, record)
+
+        return full(await send_files(run, chosen, extras, sent))
 
     try:
         return await send_each_once(run, [file.output for file in files], send)
@@ -132,16 +200,18 @@ async def deliver_once(run: JobRun, files: list[ResultFile], extras: ResultExtra
                 for file in files]  # the server takes less than the setting
 
 
-async def send_files(run: JobRun, files: list[ResultFile], extras: ResultExtras | None = None) -> list[dict]:
+async def send_files(run: JobRun, files: list[ResultFile], extras: ResultExtras | None = None,
+                     sent: SentFn | None = None) -> list[dict]:
     """One file, or an album; one beyond the upload limit is announced with its size instead.
-    ``extras``: the caption and buttons of the job's last message (a line of text carries the buttons only).
+    ``extras``: the caption and buttons of the job's last message (a line of text carries the buttons only);
+    ``sent``: as ``ChatSink.send_result``.
 
     :raises DeliveryFailed, DeliveryUnconfirmed:
     """
     job, say = run.job, run.say
     if len(files) > 1:
         records = await run.sink.send_album(job.chat_id, job.reply_to_message_id,
-                                            [(f.filename, f.data) for f in files])
+                                            [(f.filename, f.data) for f in files], sent)
         try:  # Telegram shows no buttons under an album: the job's go on this line after it
             line = await run.sink.send_text(job.chat_id, say("album_results", count=len(files)),
                                             records[0]["message_ids"][0], extras)
@@ -157,7 +227,7 @@ async def send_files(run: JobRun, files: list[ResultFile], extras: ResultExtras 
     else:
         try:
             return [await run.sink.send_result(job.chat_id, job.reply_to_message_id, file.filename, file.data,
-                                               extras)]
+                                               extras, sent)]
         except UploadTooLarge:
             text = say("result_refused_for_size", filename=file.filename, size_mb=size_mb)
     message_id = await run.sink.send_text(job.chat_id, text, job.reply_to_message_id, extras)

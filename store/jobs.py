@@ -112,8 +112,15 @@ async def claim(db: Db, worker: str, lease_s: float, *, backend: str | None = No
     return _job(row)
 
 
+async def claim_delivery(db: Db, worker: str, lease_s: float) -> Job | None:
+    """Take over a delivering job whose worker's lease ran out (that host died), leased to ``worker``;
+    None if there is none."""
+    async with acquire(db) as conn:
+        return _job(await conn.fetchrow(query("claim_delivery"), worker, float(lease_s)))
+
+
 async def extend_lease(db: Db, job_id: int, worker: str, lease_s: float) -> bool:
-    """Renew the lease; False if the job is no longer running for ``worker`` (stop working on it)."""
+    """Renew the lease; False if the job is no longer running (or delivering) for ``worker`` (stop working on it)."""
     async with acquire(db) as conn:
         return await conn.fetchval(query("extend_lease"), job_id, worker, float(lease_s)) is not None
 

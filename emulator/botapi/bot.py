@@ -244,6 +244,8 @@ class EmulatedBot:
         self._paths: dict[str, StoredFile] = {}
         self._callback_queries: dict[str, dict[str, Any]] = {}
         self._faults: list[_Fault] = []
+        self._outage: tuple[float, bool] | None = None
+        """(until, hang) while every outbound call fails (``outage``); ``time.monotonic`` seconds."""
         self.flood_limits: FloodLimits | None = None
         """Telegram's flood limits, when a test turned them on (``enforce_limits``)."""
         self._update_ids = itertools.count(1)
@@ -428,6 +430,12 @@ class EmulatedBot:
         """
         self._faults.append(_Fault(method.lower(), times, None, perform))
 
+    def outage(self, seconds: float, *, hang: bool = False) -> None:
+        """For ``seconds`` from now, every call that acts in a chat (send, edit, delete) answers 502
+        Bad Gateway, or (``hang``) gets no answer until the client gives up, and does nothing: Telegram
+        down for a while. getUpdates and the other reads still answer."""
+        self._outage = (time.monotonic() + seconds, hang)
+
     def hold(self, method: str, *, times: int = 1) -> asyncio.Event:
         """The next ``times`` calls of ``method`` wait until the returned event is set, then are
         answered as usual: a request on its way to a slow Telegram."""
@@ -451,8 +459,13 @@ class EmulatedBot:
                     outbound=bool(method and method.outbound))
         self.calls.append(call)
         self.emulator.changed()
-        fault = self._take_fault(method_name.lower())
+        down = bool(method and method.outbound and self._outage and time.monotonic() < self._outage[0])
+        fault = None if down else self._take_fault(method_name.lower())  # a fault waits for the outage's end
         try:
+            if down:
+                if self._outage[1]:
+                    await self._hang()
+                raise fault_error(502, None, None)
             if fault and fault.released is not None:
                 await fault.released.wait()
                 fault = None

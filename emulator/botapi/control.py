@@ -20,6 +20,7 @@ With ``$E`` the emulator's URL and ``$J`` ``-H 'Content-Type: application/json'`
     curl -o out.png $E/_emulator/bots/123:ABC/files/<file_id>      # ?download=1: as an attachment
     curl $J $E/_emulator/bots/123:ABC/faults -d '{"method": "sendMessage", "status": 429, "retry_after": 3}'
     curl $J $E/_emulator/bots/123:ABC/faults -d '{"method": "sendPhoto", "hang": true, "times": 2}'
+    curl $J $E/_emulator/bots/123:ABC/outage -d '{"seconds": 120}'                  # Telegram down 2 min
     curl $J $E/_emulator/bots/123:ABC/limits -d '{"enforce": true}'   # 429 past Telegram's flood limits
 """
 
@@ -213,6 +214,14 @@ async def add_fault(request: web.Request) -> web.Response:
     else:
         bot.fail(str(body["method"]), times=int(body.get("times", 1)), status=int(body.get("status", 429)),
                  retry_after=body.get("retry_after"), description=body.get("description"))
+    return web.json_response({"ok": True})
+
+
+@routes.post("/bots/{token}/outage")
+async def add_outage(request: web.Request) -> web.Response:
+    """``{seconds, hang?}``: every send, edit and delete fails (502, or no answer) for ``seconds``."""
+    bot, body = _bot(request), await _body(request)
+    bot.outage(float(body["seconds"]), hang=bool(body.get("hang")))
     return web.json_response({"ok": True})
 
 

@@ -182,7 +182,7 @@ SELECT * FROM claimed;
 -- extend_lease --
 UPDATE courier_jobs
 SET lease_until = now() + make_interval(secs => $3)
-WHERE id = $1 AND worker = $2 AND status = 'running'
+WHERE id = $1 AND worker = $2 AND status IN ('running', 'delivering')
 RETURNING id;
 
 -- set_progress --
@@ -282,11 +282,17 @@ DELETE FROM courier_queue_messages WHERE chat_id = $1 AND message_id IS NOT NULL
 RETURNING chat_id, message_id;
 
 -- finish_job --
--- Ends a running job as $2 (succeeded or failed); only worker $5 may, unless $5 is NULL.
-UPDATE courier_jobs
-SET status = $2, result = $3, error = $4, finished_at = now(), lease_until = NULL
-WHERE id = $1 AND status = 'running' AND ($5::text IS NULL OR worker = $5)
-RETURNING id;
+-- Ends a running (or delivering) job as $2 (succeeded or failed); only worker $5 may, unless $5
+-- is NULL. The files it kept for Telegram go with it.
+WITH finished AS (
+    UPDATE courier_jobs
+    SET status = $2, result = $3, error = $4, finished_at = now(), lease_until = NULL
+    WHERE id = $1 AND status IN ('running', 'delivering') AND ($5::text IS NULL OR worker = $5)
+    RETURNING id
+), kept AS (
+    DELETE FROM courier_outbox o USING finished WHERE o.job_id = finished.id
+)
+SELECT id FROM finished;
 
 -- release_job --
 -- Gives a running job of worker $2 back to the queue with reason $3. Unless $4 (its backend
@@ -640,12 +646,48 @@ WITH sessions AS (
 DELETE FROM courier_quota_events WHERE at < now() - interval '1 day';
 
 -- begin_delivery --
--- Claims the send of output $2 of job $1 while the job runs for worker $3; returns nothing if
+-- Claims the send of output $2 of job $1 while the job runs (or delivers) for worker $3; returns nothing if
 -- the output already has a row or the job is no longer $3's (cancelled, its lease lost).
 INSERT INTO courier_deliveries (job_id, output, status)
-SELECT id, $2, 'sending' FROM courier_jobs WHERE id = $1 AND status = 'running' AND worker = $3
+SELECT id, $2, 'sending' FROM courier_jobs WHERE id = $1 AND status IN ('running', 'delivering') AND worker = $3
 ON CONFLICT DO NOTHING
 RETURNING job_id;
+
+-- park_job --
+-- Job $1, running for worker $2, waits for Telegram: it becomes 'delivering' with its files
+-- ($3 outputs, $4 file names, $5 subfolders, $6 types, $7 vias, $8 bytes, in order); returns when
+-- it began to wait. Nothing if the job is no longer $2's (cancelled, its lease lost).
+WITH parked AS (
+    UPDATE courier_jobs SET status = 'delivering'
+    WHERE id = $1 AND worker = $2 AND status = 'running'
+    RETURNING id
+), kept AS (
+    INSERT INTO courier_outbox (job_id, position, output, filename, subfolder, type, via, data, parked_at)
+    SELECT parked.id, f.position - 1, f.output, f.filename, f.subfolder, f.type, f.via, f.data, now()
+    FROM parked, unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bytea[])
+        WITH ORDINALITY AS f (output, filename, subfolder, type, via, data, position)
+)
+SELECT now() FROM parked;
+
+-- claim_delivery --
+-- Takes over, for worker $1 and $2 seconds, a delivering job whose worker's lease ran out (that
+-- host died): the oldest one.
+WITH next AS (
+    SELECT id FROM courier_jobs
+    WHERE status = 'delivering' AND lease_until < now()
+    ORDER BY id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE courier_jobs j
+SET worker = $1, lease_until = now() + make_interval(secs => $2)
+FROM next
+WHERE j.id = next.id
+RETURNING j.*;
+
+-- outbox_files --
+-- The files delivering job $1 waits to send, in order, and when it began to wait.
+SELECT output, filename, subfolder, type, via, data, parked_at FROM courier_outbox WHERE job_id = $1 ORDER BY position;
 
 -- get_delivery --
 SELECT status, record FROM courier_deliveries WHERE job_id = $1 AND output = $2;

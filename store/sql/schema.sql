@@ -39,9 +39,11 @@ CREATE TABLE courier_jobs (
     params jsonb NOT NULL DEFAULT '{}',  -- prompt text, seed, input image refs...
     -- queued: waiting to be claimed
     -- running: claimed by `worker` until `lease_until`; back to queued if the lease expires
+    -- delivering: rendered, its results waiting for Telegram (courier_outbox); `worker` tries them
+    --   again until `lease_until`, then any host takes it over (never rendered again)
     -- succeeded, failed, cancelled: final
     status text NOT NULL DEFAULT 'queued'
-        CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+        CHECK (status IN ('queued', 'running', 'delivering', 'succeeded', 'failed', 'cancelled')),
     attempts integer NOT NULL DEFAULT 0,
     max_attempts integer NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),
     lease_until timestamptz,
@@ -61,6 +63,7 @@ CREATE INDEX courier_jobs_queued_idx ON courier_jobs (user_id, id) WHERE status 
 CREATE INDEX courier_jobs_running_idx ON courier_jobs (lease_until) WHERE status = 'running';
 CREATE INDEX courier_jobs_user_idx ON courier_jobs (user_id, id);
 CREATE INDEX courier_jobs_backend_idx ON courier_jobs (backend) WHERE status = 'running';
+CREATE INDEX courier_jobs_delivering_idx ON courier_jobs (lease_until) WHERE status = 'delivering';
 
 -- One row per output of a job sent or being sent to the chat, written before the send: a re-run
 -- of the job sends none that has one ('sending' is an unknown outcome). A sure failure deletes it.
@@ -71,6 +74,20 @@ CREATE TABLE courier_deliveries (
     record jsonb,  -- what the chat answered (file id, message ids), once sent
     updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (job_id, output)
+);
+
+-- The files of a 'delivering' job (its results waiting for Telegram), until the job ends.
+CREATE TABLE courier_outbox (
+    job_id bigint NOT NULL REFERENCES courier_jobs ON DELETE CASCADE,
+    position integer NOT NULL,  -- the file's place among the job's results
+    output text NOT NULL,  -- "<node id>:<index>", as in courier_deliveries
+    filename text NOT NULL,
+    subfolder text NOT NULL,
+    type text NOT NULL,
+    via text NOT NULL,
+    data bytea NOT NULL,
+    parked_at timestamptz NOT NULL DEFAULT now(),  -- when the job began to wait: its patience counts from here
+    PRIMARY KEY (job_id, position)
 );
 
 -- Queued jobs and their place in the claim order (1 = claimed next): users take turns, least
@@ -466,3 +483,4 @@ WITH known AS (
 )
 SELECT banned, language, allowed, admin, owner_wanted FROM verdict
 $$;
+
