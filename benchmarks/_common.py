@@ -1,18 +1,21 @@
 """Shared by the benchmarks: figures as JSON lines, a deadline, a real ComfyUI.
 
-A figure is one line on stdout, ``{"figure": name, "value": v, "unit": u}``;
-everything else a benchmark says goes to stderr. ``ComfyUIProcess`` is the
+A figure is one line on stdout, ``{"figure": name, "value": v, "unit": u}``, with
+``"partial": true`` when the part that measured it ran out of its time (``OutOfTime``)
+before it measured all it meant to; everything else a benchmark says goes to stderr. ``ComfyUIProcess`` is the
 runner the integration tests use (tests/fixtures/comfyui.py), imported by path
 because the pack's root is not an importable package name.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import contextlib
 import importlib.util
 import json
 import os
+import statistics
 import sys
 import time
 from collections.abc import Iterable
@@ -22,16 +25,59 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 _RUNNER_PATH = REPO_ROOT / "tests" / "fixtures" / "comfyui.py"
 
 FIGURES: list[dict] = []
+WAIT_POLL_S = 0.02
 
 
-def figure(name: str, value, unit: str) -> dict:
+class OutOfTime(Exception):
+    """A part of a benchmark ran out of its time; what it measured so far is still printed, as partial."""
+
+
+def figure(name: str, value, unit: str, *, partial: bool = False) -> dict:
     """Print one figure as a JSON line (and keep it for ``write_figures``)."""
     if isinstance(value, float):
         value = round(value, 3)
-    line = {"figure": name, "value": value, "unit": unit}
+    line = {"figure": name, "value": value, "unit": unit} | ({"partial": True} if partial else {})
     FIGURES.append(line)
     print(json.dumps(line), flush=True)
     return line
+
+
+def median_figure(name: str, values: list[float], wanted: int, unit: str) -> dict | None:
+    """The median of ``values`` as figure ``name``, partial (and said) when fewer than ``wanted`` were
+    measured before the budget ran out; none, and said, when there is not one."""
+    if not values:
+        note(f"{name}: the budget ran out before the first measurement; no figure")
+        return None
+    if len(values) < wanted:
+        note(f"{name}: the budget ran out after {len(values)} of {wanted} measurements; the figure is partial")
+    return figure(name, statistics.median(values), unit, partial=len(values) < wanted)
+
+
+async def wait_until(probe, what: str, deadline: Deadline, timeout: float = 180.0):
+    """``await probe()`` until it is truthy.
+
+    :raises OutOfTime: the run's budget or ``timeout`` is spent (the caller prints what it has)
+    """
+    end = time.monotonic() + min(timeout, deadline.remaining())
+    while not (value := await probe()):
+        if time.monotonic() > end:
+            raise OutOfTime(f"gave up waiting for {what}")
+        await asyncio.sleep(WAIT_POLL_S)
+    return value
+
+
+async def ended_job(db, user: int, what: str, deadline: Deadline, timeout: float):
+    """``user``'s newest job row once it has ended (neither queued nor running): its ``result`` is final
+    then, whichever message said "Done" (the result's caption, or the status message's text) and when.
+
+    :raises OutOfTime: not within ``timeout`` or the run's budget
+    """
+    async def ended():
+        row = await db.fetchrow("SELECT status, result FROM courier_jobs WHERE user_id = $1 ORDER BY id DESC LIMIT 1",
+                                user)
+        return row if row is not None and row["status"] not in ("queued", "running") else None
+
+    return await wait_until(ended, what, deadline, timeout=timeout)
 
 
 def percentile(values: list[float], pct: float) -> float:

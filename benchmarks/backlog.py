@@ -42,24 +42,13 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
-from _common import Deadline, comfyui_server, figure, load_pack, load_runner, note
+from _common import Deadline, OutOfTime, comfyui_server, figure, load_pack, load_runner, note, wait_until
 
 USERS = tuple(range(7001, 7009))  # 8 users with 5 jobs each
 JOBS_PER_USER = 5
 FLOODER, FLOOD = 7100, 50
 OTHERS = tuple(range(7101, 7110))  # nine
 GRAPH = {"size": 1024, "radius": 6}  # 0.3-0.5 s on one idle core of a 2-core machine
-POLL_S = 0.02
-
-
-async def wait_until(probe, what: str, deadline: Deadline, timeout: float = 180.0):
-    """``await probe()`` until it is truthy; exits if the run's budget or ``timeout`` is spent."""
-    end = time.monotonic() + min(timeout, deadline.remaining())
-    while not (value := await probe()):
-        if time.monotonic() > end:
-            sys.exit(f"gave up waiting for {what}")
-        await asyncio.sleep(POLL_S)
-    return value
 
 
 async def stamps(client, prompt_ids) -> list[tuple[int, int, str]]:
@@ -289,7 +278,10 @@ def main() -> int:
     args = parser.parse_args()
     deadline = Deadline(args.budget)
     with comfyui_server() as server:
-        asyncio.run(asyncio.wait_for(measure(server.url, args.rounds, args.depth, deadline), args.budget))
+        try:
+            asyncio.run(asyncio.wait_for(measure(server.url, args.rounds, args.depth, deadline), args.budget))
+        except OutOfTime as error:
+            sys.exit(f"{error}: the figures above are all there are")
     return 0
 
 

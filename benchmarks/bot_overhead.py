@@ -24,9 +24,19 @@ import time
 from pathlib import Path
 
 from _bot_process import bot_process
-from _common import Deadline, comfyui_server, figure, is_done, load_pack, load_runner, note, percentile
+from _common import (
+    Deadline,
+    OutOfTime,
+    comfyui_server,
+    ended_job,
+    figure,
+    is_done,
+    load_pack,
+    load_runner,
+    note,
+    percentile,
+)
 from _trace import Trace
-from backlog import wait_until
 
 MIN_JOBS_FOR_P99 = 200
 """Jobs measured by default: their 99th percentile is more than the slowest one or two."""
@@ -51,7 +61,12 @@ async def measure(comfy_url: str, jobs_wanted: int, deadline: Deadline, trace: T
                         break
                     # a chat of its own per job: Telegram's limit per chat (about one message a second)
                     # would pace back-to-back jobs in one chat, and that is not the bot's overhead
-                    overhead = await one_job(emulator, bot, conn, first_user + index, index, trace, deadline)
+                    try:
+                        overhead = await one_job(emulator, bot, conn, first_user + index, index, trace, deadline)
+                    except OutOfTime as error:
+                        note(f"{error}: the figures are those of the {len(overheads)} jobs before it")
+                        trace.drop()
+                        break
                     if index and overhead is not None:
                         overheads.append(overhead)
                     else:
@@ -75,12 +90,7 @@ async def one_job(emulator, bot, conn, user: int, index: int, trace: Trace, dead
     trace.mark("document", at=sent)
     await emulator.wait_for(lambda: any(is_done(c) and c.received_at > started for c in bot.outbox), timeout=60)
 
-    async def ended():
-        row = await conn.fetchrow("SELECT status, result FROM courier_jobs WHERE user_id = $1 ORDER BY id DESC LIMIT 1",
-                                  user)
-        return row if row["status"] not in ("queued", "running") else None
-
-    row = await wait_until(ended, f"job {index}'s row to end", deadline, timeout=30)
+    row = await ended_job(conn, user, f"job {index}'s row to end", deadline, timeout=30)
     assert row["status"] == "succeeded", row
     execution_ms = row["result"]["execution_ms"]
     return None if execution_ms is None else (sent - started) * 1000 - execution_ms

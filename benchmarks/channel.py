@@ -28,6 +28,10 @@ answered or not). Four parts (``--parts``), each in a share of ``--budget``:
   ending ``_with_jobs``; these acknowledgement figures have no goal: a running job's own messages
   share the chat, and any queue message after the commit counts, as jobs leave the queue).
 
+A part that runs out of its share of the budget says so and prints what it measured by then, each
+figure marked ``"partial": true`` (the jobs that ended, the results that came); each part's figures
+are printed as it ends, so a later part cannot lose them.
+
 Over every part: ``max_requests_in_any_second`` (message requests in any sliding 1 s),
 ``max_chat_requests_in_any_10s`` and ``max_chat_requests_in_any_second`` (in one chat, any sliding
 10 s and 1 s).
@@ -50,8 +54,20 @@ import time
 from collections import defaultdict
 
 from _bot_process import bot_process
-from _common import Deadline, comfyui_server, figure, is_done, is_message, load_pack, max_in_window, note, percentile
-from backlog import stamps, wait_until
+from _common import (
+    Deadline,
+    OutOfTime,
+    comfyui_server,
+    figure,
+    is_done,
+    is_message,
+    load_pack,
+    max_in_window,
+    note,
+    percentile,
+    wait_until,
+)
+from backlog import stamps
 from load import CHAT_BASE, burst, ingest_figures
 
 PARTS = {"jobs": 0.1, "backlog": 0.4, "flood": 0.2, "flood_with_jobs": 0.3}
@@ -59,6 +75,8 @@ PARTS = {"jobs": 0.1, "backlog": 0.4, "flood": 0.2, "flood_with_jobs": 0.3}
 AT_ONCE_CHAT, QUEUED_CHAT, BACKLOG_CHAT = 10_000, 20_000, 30_000
 QUIET_S = 2.0
 """No message request for this long, and none in flight: a part's requests are all made."""
+STOP_RESERVE_S = 15.0
+"""Of the budget, kept for stopping the last bot and printing the figures over every part."""
 WALL = time.time() - time.perf_counter()
 """Add to a ``time.perf_counter`` reading (the emulator's) for this machine's wall clock."""
 
@@ -135,14 +153,19 @@ async def finished(conn, users: list[int], count: int, deadline: Deadline, what:
     await wait_until(probe, what, deadline, timeout=deadline.remaining())
 
 
-async def jobs_part(comfy_url: str, args, parts: list[str], part_deadline, seen: list) -> list[tuple[str, float, str]]:
+def report(found: list[tuple[str, float, str]], partial: bool = False) -> None:
+    """Print a part's figures as soon as it ends."""
+    for name, value, unit in found:
+        figure(name, value, unit, partial=partial)
+
+
+async def jobs_part(comfy_url: str, args, parts: list[str], part_deadline, seen: list) -> None:
     """The ``jobs`` and ``backlog`` parts of ``parts``, on one bot with ``comfy_url`` behind it."""
     load_pack()
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.jobs.comfy_client import ComfyClient
     from comfyui_courier.store.pool import connect
 
-    found = []
     per_user = -(-args.backlog // args.backlog_users) if "backlog" in parts else 1
     async with BotApiEmulator() as emulator, ComfyClient(comfy_url) as client:
         bot = emulator.add_bot()
@@ -151,43 +174,62 @@ async def jobs_part(comfy_url: str, args, parts: list[str], part_deadline, seen:
             conn = await connect(started["dsn"])
             try:
                 if "jobs" in parts:
-                    found += await _jobs(emulator, bot, conn, args.jobs, part_deadline("jobs"))
+                    report(*await _jobs(emulator, bot, conn, args.jobs, part_deadline("jobs")))
                 if "backlog" in parts:
-                    found += await _backlog(emulator, bot, conn, client, args.backlog, args.backlog_users,
-                                            part_deadline("backlog"))
+                    report(*await _backlog(emulator, bot, conn, client, args.backlog, args.backlog_users,
+                                           part_deadline("backlog")))
             finally:
                 await conn.close()
-    return found
 
 
-async def _jobs(emulator, bot, conn, jobs: int, deadline: Deadline) -> list[tuple[str, float, str]]:
+async def _jobs(emulator, bot, conn, jobs: int, deadline: Deadline) -> tuple[list[tuple[str, float, str]], bool]:
+    """The ``jobs`` part's figures, and whether they are partial (its time ran out: the jobs that ended)."""
     at_once = [AT_ONCE_CHAT + index for index in range(jobs)]
     queued = [QUEUED_CHAT + index for index in range(jobs)]
-    for index, user in enumerate(at_once):
-        bot.inject_text(user, f"/demo channel {index}")
-        await finished(conn, [user], 1, deadline, f"job {index}")
-    for index, user in enumerate(queued):
-        bot.inject_text(user, f"/demo channel queued {index}")
-    await finished(conn, queued, jobs, deadline, "the jobs sent at once")
+    partial = False
+    try:
+        for index, user in enumerate(at_once):
+            bot.inject_text(user, f"/demo channel {index}")
+            await finished(conn, [user], 1, deadline, f"job {index}")
+        for index, user in enumerate(queued):
+            bot.inject_text(user, f"/demo channel queued {index}")
+        await finished(conn, queued, jobs, deadline, "the jobs sent at once")
+    except OutOfTime as error:
+        note(f"jobs: {error} (the part's time ran out): its figures count the jobs that said Done")
+        partial = True
     await quiet(emulator, bot, deadline)
     chats = by_chat(message_calls(bot))
-    counts = {user: len(chats[user]) for user in at_once + queued}
+    ended = [user for user in at_once + queued if not partial or any(is_done(call) for call in chats[user])]
+    if not ended:
+        note("jobs: no job ended: no figures")
+        return [], partial
+    counts = {user: len(chats[user]) for user in ended}
     methods = defaultdict(int)
-    for user in at_once + queued:
+    for user in ended:
         for call in chats[user]:
             methods[call.method] += 1
-    note(f"jobs: message requests by method over {2 * jobs} jobs: {dict(methods)}")
-    return [("requests_per_job_mean", statistics.mean(counts.values()), "requests"),
-            ("requests_per_job_max", max(counts.values()), "requests"),
-            ("requests_per_job_mean_started_at_once", statistics.mean(counts[user] for user in at_once), "requests")]
+    note(f"jobs: message requests by method over {len(ended)} jobs: {dict(methods)}")
+    first = [counts[user] for user in at_once if user in counts]
+    found = [("requests_per_job_mean", statistics.mean(counts.values()), "requests"),
+             ("requests_per_job_max", max(counts.values()), "requests")]
+    if first:
+        found.append(("requests_per_job_mean_started_at_once", statistics.mean(first), "requests"))
+    return found, partial
 
 
-async def _backlog(emulator, bot, conn, client, jobs: int, users: int, deadline: Deadline) -> list:
+async def _backlog(emulator, bot, conn, client, jobs: int, users: int, deadline: Deadline) -> tuple[list, bool]:
+    """The ``backlog`` part's figures, and whether they are partial (its time ran out: the jobs that
+    succeeded by then)."""
     chats = [BACKLOG_CHAT + index for index in range(users)]
     since = time.perf_counter()
     for index in range(jobs):
         bot.inject_text(chats[index % users], f"/demo backlog {index}")
-    await finished(conn, chats, jobs, deadline, "the backlog")
+    partial = False
+    try:
+        await finished(conn, chats, jobs, deadline, "the backlog")
+    except OutOfTime as error:
+        note(f"backlog: {error} (the part's time ran out): its figures are of the jobs that succeeded by then")
+        partial = True
     await quiet(emulator, bot, deadline)
     rows = await conn.fetch("SELECT user_id, result->>'prompt_id' AS prompt_id FROM courier_jobs "
                             "WHERE user_id = any($1::bigint[]) AND status = 'succeeded'", chats)
@@ -205,10 +247,11 @@ async def _backlog(emulator, bot, conn, client, jobs: int, users: int, deadline:
     note(f"backlog: {len(rows)} of {jobs} jobs succeeded, {len(results)} result files, {len(dones)} Done; "
          f"results {len(results) / (max(results) - since):.1f}/s" if results else "backlog: no result file")
     if not waits:
-        sys.exit("no result of the backlog reached the Bot API")
+        note("backlog: no result reached the Bot API: no figures")
+        return [], partial
     return [("result_wait_p99_ms", percentile(waits, 99), "ms"),
             ("result_wait_median_ms", statistics.median(waits), "ms"),
-            ("done_lag_s", max(dones, default=max(results)) - max(results), "s")]
+            ("done_lag_s", max(dones, default=max(results)) - max(results), "s")], partial
 
 
 async def flood_part(chats: int, commands: int, deadline: Deadline, backend: str | None,
@@ -258,20 +301,18 @@ def limits(bots: list) -> list[tuple[str, float, str]]:
 
 async def measure(args, comfy_url: str | None, deadline: Deadline) -> None:
     parts = [part for part in PARTS if part in args.parts]
-    budget, shares = deadline.remaining(), sum(PARTS[part] for part in parts)
+    budget, shares = deadline.remaining() - STOP_RESERVE_S, sum(PARTS[part] for part in parts)
 
     def part_deadline(part: str) -> Deadline:  # from when the part begins
-        return Deadline(min(deadline.remaining(), budget * PARTS[part] / shares))
+        return Deadline(min(deadline.remaining() - STOP_RESERVE_S, budget * PARTS[part] / shares))
 
     seen: list = []
-    found = []
     if {"jobs", "backlog"} & set(parts):
-        found += await jobs_part(comfy_url, args, parts, part_deadline, seen)
+        await jobs_part(comfy_url, args, parts, part_deadline, seen)
     for part, backend in (("flood", None), ("flood_with_jobs", comfy_url)):
         if part in parts:
-            found += await flood_part(args.chats, args.commands, part_deadline(part), backend, seen)
-    for name, value, unit in found + limits(seen):
-        figure(name, value, unit)
+            report(await flood_part(args.chats, args.commands, part_deadline(part), backend, seen))
+    report(limits(seen))
 
 
 def main() -> int:
@@ -289,7 +330,13 @@ def main() -> int:
     deadline = Deadline(args.budget)
     needs_comfyui = bool({"jobs", "backlog", "flood_with_jobs"} & set(args.parts))
     with comfyui_server() if needs_comfyui else contextlib.nullcontext() as server:
-        asyncio.run(asyncio.wait_for(measure(args, server.url if server else None, deadline), deadline.remaining()))
+        try:
+            asyncio.run(asyncio.wait_for(measure(args, server.url if server else None, deadline),
+                                         deadline.remaining()))
+        except TimeoutError:
+            note(f"channel: the budget of {args.budget:g} s ran out during a part; the figures printed are "
+                 "those of the parts that ended")
+            return 1
     return 0
 
 

@@ -17,12 +17,11 @@ import argparse
 import asyncio
 import contextlib
 import json
-import statistics
 import sys
 import time
 import uuid
 
-from _common import REPO_ROOT, Deadline, figure, load_pack, note, write_figures
+from _common import REPO_ROOT, Deadline, load_pack, median_figure, note, write_figures
 
 
 def request(app, method: str, path: str, headers: dict, body: bytes = b""):
@@ -99,22 +98,24 @@ async def run(args, deadline: Deadline) -> None:
 
 
 async def checks(app, args, deadline: Deadline, headers: dict) -> None:
+    """Each figure in an equal share of what is left of the budget, from the checks that fit in it
+    (``median_figure``: partial if cut short), so one slow command leaves the others their time."""
     from comfyui_courier.jobs.seed import seed_manifest, shipped_workflow
     from comfyui_courier.jobs.workflow import fill_job
 
-    for command, entry in seed_manifest().items():
-        graph = fill_job(shipped_workflow(entry), prompt="a lighthouse at dusk", seed=1, job="j")
+    graphs = {command: fill_job(shipped_workflow(entry), prompt="a lighthouse at dusk", seed=1, job="j")
+              for command, entry in seed_manifest().items()}
+    for index, (command, graph) in enumerate(graphs.items()):
+        share = Deadline(deadline.remaining() / (len(graphs) + 1 - index))  # the view's share comes last
         times = []
-        for _ in range(args.repeats):
-            if deadline.expired():
-                break
+        while len(times) < args.repeats and not share.expired():
             body = json.dumps({"prompt": graph, "client_id": "bot", "prompt_id": str(uuid.uuid4())}).encode()
             times.append(await checked_us(app, "POST", "/prompt", headers, body))
-        note(f"/{command}: {len(graph)} nodes, {len(body)} bytes, {len(times)} checks")
-        figure(f"gateway_check_prompt_us_{command}", statistics.median(times), "us")
+        note(f"/{command}: {len(graph)} nodes, {len(times)} checks")
+        median_figure(f"gateway_check_prompt_us_{command}", times, args.repeats, "us")
     views = [await checked_us(app, "GET", "/view?filename=demo_00001_.png&subfolder=courier&type=output",
                               headers) for _ in range(args.repeats) if not deadline.expired()]
-    figure("gateway_check_view_us", statistics.median(views), "us")
+    median_figure("gateway_check_view_us", views, args.repeats, "us")
 
 
 def main() -> int:
