@@ -3,8 +3,10 @@
 A command declares its options on its Telegram Input, in the ``options`` input (commands.json
 writes it for the shipped commands; the node's widget holds it for published ones), for example
 ``size=256-2048 steps=1-8 n=4 neg``: a name, optionally ``=low-high`` (or ``=high`` from the
-lowest it takes). An option is offered only where the graph uses what it sets, so it never silently
-does nothing: ``size`` where the Input's width, height or prompt card feeds a node, ``steps`` and
+lowest it takes); a name alone takes ``DEFAULT_RANGES``' range widened to the Input's own width,
+height and steps (``graph_ranges``), so a published graph's own values lie within it (a side down
+to 64 px). An option is offered only where the graph uses what it sets, so it never silently does
+nothing: ``size`` where the Input's width, height or prompt card feeds a node, ``steps`` and
 ``neg`` where their outputs do. ``seed`` is always offered; ``n`` wherever it is declared: one batch
 when the graph takes the Input's ``batch`` output, else ``n`` jobs from seeds seed, seed + 1, ...
 
