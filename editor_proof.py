@@ -214,10 +214,10 @@ class EditorGate:
 
         Only the approved graph and chat take the approval: another prompt queued with its id (ahead
         of it, say) leaves it to the approved one."""
-        key, chat, graph = (prompt_id, node_id), send_to_chat.strip(), graph_hash(prompt)
-        with self._lock:
+        key, chat = (prompt_id, node_id), send_to_chat.strip()
+        with self._lock:  # hashed only for a candidate: another graph may hold what JSON cannot (a NaN)
             approved = self._approved.get(key)
-            if approved is not None and approved.chat == chat and approved.graph == graph:
+            if approved is not None and approved.chat == chat and approved.graph == graph_hash(prompt):
                 del self._approved[key]
                 return Approval(int(chat), node_id, approved.nonce, spent_until(approved)), None
             refused = self._refused.pop(key, None)

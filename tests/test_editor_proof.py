@@ -123,6 +123,15 @@ def test_an_approval_is_for_its_graph_only(gate):
     assert gate.take("p1", "2", "4242", other) == (None, NO_CHECK)
 
 
+def test_a_graph_json_cannot_hold_takes_nothing_and_raises_nothing(gate):
+    """A bot job's graph may carry a NaN (ComfyUI takes one; JSON has none): with no chat it is never hashed."""
+    prompt = graph("")
+    prompt["1"]["inputs"]["color"] = float("nan")
+    gate.on_prompt(body(graph(), proof_for(graph()), prompt_id="p1"))
+    assert gate.take("p1", "2", "", prompt) == (None, None)
+    assert gate.take("p2", "2", "", prompt) == (None, None)
+
+
 @pytest.mark.parametrize("chat", ["4242", ""])
 def test_a_prompt_reusing_an_approved_id_leaves_the_approval_to_the_approved_prompt(gate, chat):
     """An unproved prompt with the approved prompt's id, run first (queued in front): it sends nothing and
