@@ -24,8 +24,9 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SLACK_S = 120  # over a run's own --budget: ComfyUI's start and the teardown (a busy CI machine)
 
 
-def quick(name: str, *args: str, needs: tuple[str, ...] = ()):
-    return pytest.param(name, args, needs, id=f"{name}{'-' + args[1] if args[:1] == ('--parts',) else ''}")
+def quick(name: str, *args: str, needs: tuple[str, ...] = (), expect: tuple[str, ...] = ()):
+    """A run of ``name`` with ``args``, which ``needs`` parts and prints at least the figures ``expect``."""
+    return pytest.param(name, args, needs, expect, id=f"{name}{'-' + args[1] if args[:1] == ('--parts',) else ''}")
 
 
 QUICK_RUNS = [
@@ -38,15 +39,18 @@ QUICK_RUNS = [
           needs=("comfyui",)),
     quick("bot_overhead", "--jobs", "1", "--budget", "90", needs=("comfyui",)),
     quick("scaleout", "--jobs", "2", "--budget", "120", needs=("comfyui",)),
-    quick("onion", "--requests", "3", "--jobs", "1", "--budget", "150", needs=("anon",)),
+    quick("onion", "--requests", "3", "--jobs", "1", "--budget", "150", needs=("anon", "comfyui"),
+          expect=("privnet_bringup_s", "onion_added_rtt_ms", "onion_demo_job_added_ms")),
 ]
 
 
-@pytest.mark.parametrize(("name", "args", "needs"), QUICK_RUNS)
-def test_the_benchmark_runs_with_a_tiny_budget_and_prints_figures(name, args, needs, tmp_path, request):
+@pytest.mark.parametrize(("name", "args", "needs", "expect"), QUICK_RUNS)
+def test_the_benchmark_runs_with_a_tiny_budget_and_prints_figures(name, args, needs, expect, tmp_path, request):
     env = {"COURIER_ANON_BINARY": str(request.getfixturevalue("anon_binary"))} if "anon" in needs else {}
-    figures, _ = run_benchmark(name, args, tmp_path, needs, env)
-    assert len({figure["figure"] for figure in figures}) == len(figures)  # each figure once
+    figures, said = run_benchmark(name, args, tmp_path, needs, env)
+    names = [figure["figure"] for figure in figures]
+    assert len(set(names)) == len(names), names  # each figure once
+    assert set(expect) <= set(names), said[-3000:]
 
 
 def test_a_part_that_runs_out_of_time_prints_its_partial_figures_and_the_others_theirs(tmp_path):
