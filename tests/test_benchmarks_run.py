@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from comfyui_courier.jobs.seed import seed_manifest
 from comfyui_courier.tests.fixtures.comfyui import comfyui_python
 from comfyui_courier.tests.support.requires import require_comfyui
 
@@ -61,6 +62,13 @@ def test_a_part_that_runs_out_of_time_prints_its_partial_figures_and_the_others_
     assert named["result_wait_median_ms"]["partial"] is True  # 2000 jobs do not fit in the backlog's share
     assert "backlog: gave up waiting for the backlog (the part's time ran out)" in said, said[-3000:]
     assert "partial" not in named["max_chat_requests_in_any_10s"]  # over every part, printed at the end
+
+
+def test_checks_cut_short_by_the_budget_print_each_commands_partial_median(tmp_path):
+    """``gateway_checks.py`` crashed here (``statistics.median([])``, ``body`` unbound) and lost the JSON."""
+    figures, said = run_benchmark("gateway_checks", ("--repeats", "1000000", "--budget", "2"), tmp_path, ())
+    assert len(figures) == len(seed_manifest()) + 1 and all(figure["partial"] for figure in figures), figures
+    assert "the figure is partial" in said
 
 
 def run_benchmark(name: str, args: tuple[str, ...], tmp_path: Path, needs: tuple[str, ...],
