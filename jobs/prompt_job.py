@@ -5,6 +5,7 @@ Sending waits out a Telegram outage: results Telegram fails for sure (``ChatUnav
 (``store.deliveries.park``), its backend slot already free; they are tried again with the
 delivery's ``Patience`` (``COURIER_DELIVERY_PATIENCE_S``), counted from when the job began to wait,
 by this host or, if it dies, by another (``resume``). Then the job fails with Telegram's reason.
+Its status message says that the result waits, where Telegram still takes edits.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ async def deliver_patiently(run: JobRun, files: list[ResultFile], token: str,
                 since = await deliveries.park(run.pool, job.id, job.worker, [
                     deliveries.Kept(f.output, f.filename, f.subfolder, f.type, f.via, f.data) for f in files])
                 log.warning("job %s: Telegram does not take its results (%s); they wait for it", job.id, exc)
+                await run.status.update(say("telegram_down_result", name=job.command))  # where edits still go
             tries += 1
             wait_s = patience.wait_s(tries, exc.retry_after_s)
             waited_s = (datetime.datetime.now(datetime.UTC) - since).total_seconds()

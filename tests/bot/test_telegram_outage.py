@@ -65,6 +65,13 @@ async def last_step_then_outage(botapi_bot, request, seconds: float = OUTAGE_S, 
     return int(step.params["message_id"]), back_at
 
 
+async def done_in(botapi_bot, message_id: int):
+    """The edit that makes the status message say "Done in …" (it comes after the job's row ends)."""
+    return await botapi_bot.wait_for_call(
+        "editMessageText", timeout=30,
+        where=lambda call: call.params.get("message_id") == message_id and call.params["text"].startswith("Done in "))
+
+
 def shown(botapi_bot, message_id: int) -> str:
     (message,) = [m for m in botapi_bot.history(USER) if m["message_id"] == message_id]
     return message.get("text") or message.get("caption") or ""
@@ -80,6 +87,7 @@ async def test_a_two_minute_outage_after_the_last_step_delivers_the_file_and_don
 
         sent = await botapi_bot.wait_for_call("sendDocument", timeout=OUTAGE_S + 60, where=replies_to(request))
         job = await until(lambda: job_in(db, "succeeded", "failed"), 30, "the job ended")
+        await done_in(botapi_bot, status_id)
     assert sent.received_at >= back_at
     assert (job["status"], job["attempts"]) == ("succeeded", 1), dict(job)
     assert len(results(botapi_bot, request)) == 1
@@ -104,6 +112,7 @@ async def test_the_host_killed_during_the_outage_another_host_delivers_once_it_e
         taken = await until(lambda: job_in(db, "delivering", "succeeded", "failed"), 30, "the job")
         sent = await botapi_bot.wait_for_call("sendDocument", timeout=OUTAGE_S + 60, where=replies_to(request))
         job = await until(lambda: job_in(db, "succeeded", "failed"), 30, "the job ended")
+        await done_in(botapi_bot, status_id)
     assert taken["status"] == "delivering", dict(taken)
     assert sent.received_at >= back_at
     assert (job["status"], job["attempts"]) == ("succeeded", 1), dict(job)  # never rendered again
@@ -144,3 +153,22 @@ async def test_a_refusal_after_the_outage_fails_the_job_at_once_with_telegrams_r
     assert job["status"] == "failed" and "chat not found" in job["error"].lower(), dict(job)
     assert "chat not found" in shown(botapi_bot, status_id).lower(), shown(botapi_bot, status_id)
     assert not results(botapi_bot, request)
+
+
+async def test_where_only_files_fail_the_status_says_the_result_waits_until_it_goes(
+        botapi, botapi_bot, pg_database, db, slow_comfy, tmp_path):
+    """Telegram's file uploads failing while its edits go (say its file servers are down): the user
+    reads that the result waits, then gets it."""
+    async with standalone_courier(botapi, botapi_bot, pg_database, slow_comfy.url, tmp_path / "host", **SETTINGS):
+        botapi_bot.fail("sendDocument", status=502, times=6)  # the quick tries, and two after the job waits
+        request = botapi_bot.inject_text(USER, "/demo a lighthouse")
+        waits = i18n.text("en", "telegram_down_result", name="demo")
+        told = await botapi_bot.wait_for_call("editMessageText", timeout=60,
+                                              where=lambda call: call.params.get("text") == waits)
+        sent = await botapi_bot.wait_for_call("sendDocument", timeout=60, where=replies_to(request))
+        job = await until(lambda: job_in(db, "succeeded", "failed"), 30, "the job ended")
+        await done_in(botapi_bot, int(told.params["message_id"]))
+    assert told.received_at < sent.received_at
+    assert (job["status"], job["attempts"]) == ("succeeded", 1), dict(job)
+    assert len(results(botapi_bot, request)) == 1
+    assert shown(botapi_bot, int(told.params["message_id"])).startswith("Done in ")
