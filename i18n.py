@@ -98,6 +98,12 @@ def _catalog(language: str) -> Mapping[str, Message]:
     return english if language == "en" else {**english, **read_messages(language)}
 
 
+def message_id(key: str) -> str:
+    """``key`` unchanged: marks a catalog key named before its text is asked for (a constant), so the
+    catalog check (``babel.cfg``) counts it as used."""
+    return key
+
+
 def text(language: str, key: str, **params) -> str:
     return catalog(language)[key].format(**params)
 

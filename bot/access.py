@@ -24,6 +24,7 @@ from datetime import datetime
 from telegram import Update
 
 from ..config import EVERYONE, Settings
+from ..i18n import message_id
 from ..jobs.submit import Quota
 from ..logs import get_logger
 from ..store import access, jobs
@@ -53,7 +54,7 @@ def allowed_names(settings: Settings) -> list[str]:
     return [entry[1:] for entry in settings.allowed_users if isinstance(entry, str) and entry != EVERYONE]
 
 
-OWNER_MADE = "owner_made"
+OWNER_MADE = message_id("owner_made")
 """``refusal``'s verdict for ``/start <owner code>`` that made its sender the first admin."""
 
 

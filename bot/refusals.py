@@ -28,13 +28,15 @@ from collections.abc import Callable
 from telegram import Message
 from telegram.error import TelegramError
 
+from ..i18n import message_id
 from ..logs import get_logger
 from .windows import Gate, Limit
 
 log = get_logger("bot")
 
-STRANGER, BANNED, ANONYMOUS, BUSY, QUOTA = "not_allowed", "banned", "anonymous_sender", "too_many_jobs", "quota"
-"""The kinds of refusal (the first three are their catalog keys)."""
+# The kinds of refusal; the first three are their catalog keys.
+STRANGER, BANNED, ANONYMOUS = message_id("not_allowed"), message_id("banned"), message_id("anonymous_sender")
+BUSY, QUOTA = "too_many_jobs", "quota"
 REPEAT_S = {STRANGER: 300.0, BANNED: 300.0, ANONYMOUS: 300.0, BUSY: 15.0, QUOTA: 15.0}
 """How long after telling a refusal the same one is not told again. A stranger or a banned user
 learns nothing new from a second reply; a user at the cap or the quota may be under it again soon,
