@@ -21,6 +21,7 @@ from telegram.ext import (
     ApplicationHandlerStop,
     BaseHandler,
     CallbackQueryHandler,
+    InlineQueryHandler,
     MessageHandler,
     TypeHandler,
     filters,
@@ -31,7 +32,7 @@ from ..jobs.options import WIDEST, command_options, offered
 from ..logs import get_logger
 from ..store import commands, jobs
 from ..store.errors import is_outage
-from . import access, admin, buttons, defaults, forget, keyboards, languages, models
+from . import access, admin, buttons, defaults, forget, inline, keyboards, languages, models
 from .context import CourierContext
 from .options import option_lines
 from .outage import defer, tell_waiting
@@ -41,7 +42,7 @@ from .refusals import ANONYMOUS
 
 log = get_logger("bot")
 
-ALLOWED_UPDATES = ("message", "callback_query")
+ALLOWED_UPDATES = ("message", "callback_query", "inline_query")
 """The update kinds the bot subscribes to, by long polling and by webhook alike."""
 
 MAX_ALBUMS = 256
@@ -49,8 +50,8 @@ MAX_ALBUMS = 256
 
 
 async def gatekeeper(update: Update, context: CourierContext) -> None:
-    """Before any other handler: only new messages and button presses of allowed people go on
-    (``access``: the allowlist and bans).
+    """Before any other handler: only new messages, button presses and inline queries of allowed
+    people go on (``access``: the allowlist and bans).
 
     It fails closed: whatever the check raises goes to ``on_error`` (an incident reply, or the
     wait for the database) and the update goes no further; python-telegram-bot would otherwise
@@ -75,7 +76,7 @@ async def _admit(update: Update, context: CourierContext) -> None:
     so nobody can be trusted or capped behind it: a command from one is refused politely.
     """
     message, refusals = update.message, context.bot_data.refusals
-    if message is None and update.callback_query is None:
+    if message is None and update.callback_query is None and update.inline_query is None:
         raise ApplicationHandlerStop
     if message is not None and (message.sender_chat is not None or message.from_user is None):
         if not message.is_automatic_forward and parse_command(message.text or message.caption,
@@ -89,6 +90,8 @@ async def _admit(update: Update, context: CourierContext) -> None:
     said = context.t(update, refused, user_id=user.id)
     if update.callback_query is not None:  # each press is answered (no message: not counted by Telegram)
         await update.callback_query.answer(said)
+    elif update.inline_query is not None:  # no results, and the way to the chat that says why
+        await inline.refuse(update, context)
     elif refused == access.OWNER_MADE:
         await message.reply_text(said)
     else:  # once in a while, and never waited for here (``refusals``)
@@ -231,8 +234,8 @@ async def text_message(update: Update, context: CourierContext) -> None:
 async def hint(update: Update, context: CourierContext) -> None:
     """A private message without a command (text, a photo, a sticker...): one line on what to do; an
     album gets one, and none if it carries a command (``album_answered``)."""
-    if album_answered(context, update.message):
-        return
+    if album_answered(context, update.message) or update.message.via_bot is not None:
+        return  # a result posted through inline mode (``inline``) asks for nothing
     await update.message.reply_text(context.t(update, "hint_text") if update.message.text
                                     else context.t(update, "hint_media"))
 
@@ -322,4 +325,5 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
         (CallbackQueryHandler(buttons.press, pattern=f"^{keyboards.PREFIX}"), 0),
         (MessageHandler(MESSAGES_ONLY & ~COMMAND & (filters.TEXT | filters.ATTACHMENT), text_message), 0),
         (CallbackQueryHandler(stale_button), 0),  # last: every press is answered
+        (InlineQueryHandler(inline.answer), 0),
     ]

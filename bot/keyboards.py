@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, SwitchInlineQueryChosenChat
 
 PREFIX = "r:"
 SEED, UPSCALE, EDIT, INFO, DELETE, AGAIN, KEEP = "s", "u", "e", "i", "d", "a", "x"
@@ -32,8 +32,15 @@ def button(action: str, token: str, label: str) -> InlineKeyboardButton:
 
 
 def result_keyboard(token: str, say: Callable[..., str]) -> InlineKeyboardMarkup:
-    """The buttons under a result: 🎲 ⬆️ ✏️, then ℹ️ 🗑 (labels in the job's language, ``say``)."""
+    """The buttons under a result: 🎲 ⬆️ ✏️, then ℹ️ 🗑 📤 (labels in the job's language, ``say``).
+
+    📤 Share opens Telegram's chat picker, then inline mode there with the token as its query, which
+    lists this result only (``bot.inline``): the same request that posts the buttons carries it.
+    """
     return InlineKeyboardMarkup([
         [button(SEED, token, say("button_seed")), button(UPSCALE, token, say("button_upscale")),
          button(EDIT, token, say("button_edit"))],
-        [button(INFO, token, say("button_info")), button(DELETE, token, say("button_delete"))]])
+        [button(INFO, token, say("button_info")), button(DELETE, token, say("button_delete")),
+         InlineKeyboardButton(say("button_share"), switch_inline_query_chosen_chat=SwitchInlineQueryChosenChat(
+             token, allow_user_chats=True, allow_bot_chats=True, allow_group_chats=True,
+             allow_channel_chats=True))]])

@@ -8,10 +8,10 @@ for even when the answer was an error or never came.
 Emulated: private chats with users (a user must have written to the bot
 first, or sending fails with "chat not found", as in Telegram), text and
 photo/document/video/animation/sticker messages, edits by the user, inline
-keyboards, callback queries, edits (text, caption, media), deletions, commands, getChat, getUpdates
-long polling and webhooks. Groups and supergroups: members' text and photos, which
+keyboards, callback queries, inline mode (``inline``), edits (text, caption, media), deletions,
+commands, getChat, getUpdates long polling and webhooks. Groups and supergroups: members' text and photos, which
 reach the bot as privacy mode lets them (``sees_in_group``), anonymous group admins,
-and channel posts. Not emulated: group membership, inline mode, audio/voice, payments.
+and channel posts. Not emulated: group membership, audio/voice, payments.
 Webhook updates are delivered one at a time, in order (Telegram may deliver
 up to ``max_connections`` at once).
 """
@@ -243,6 +243,8 @@ class EmulatedBot:
         self._last_message_id: dict[int, int] = {}
         self._paths: dict[str, StoredFile] = {}
         self._callback_queries: dict[str, dict[str, Any]] = {}
+        self.inline_queries: dict[str, dict[str, Any]] = {}
+        """Inline queries by id: ``{"query": InlineQuery, "answer": None until answered}`` (``inline``)."""
         self._faults: list[_Fault] = []
         self._outage: tuple[float, bool] | None = None
         """(until, hang) while every outbound call fails (``outage``); ``time.monotonic`` seconds."""

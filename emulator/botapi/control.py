@@ -13,6 +13,9 @@ With ``$E`` the emulator's URL and ``$J`` ``-H 'Content-Type: application/json'`
     curl -X POST $E/_emulator/bots/123:ABC/messages -F user_id=42 -F photo=@cat.png -F caption=hi
     curl -X POST $E/_emulator/bots/123:ABC/messages -F user_id=42 -F document=@cat.png
     curl $J $E/_emulator/bots/123:ABC/callback_queries -d '{"user_id": 42, "message_id": 2, "data": "x"}'
+    curl $J $E/_emulator/bots/123:ABC/inline_queries -d '{"user": 42, "query": "cat", "offset": ""}'  # -> the answer
+    curl $J $E/_emulator/bots/123:ABC/inline_results -d '{"user": 42, "inline_query_id": "1", "result_id": "7-1",
+                                                         "chat_id": 43}'  # picks one: posted in chat 43
     curl "$E/_emulator/bots/123:ABC/outbox?since=0&timeout=30"   # long-polls for what the bot did
     curl $E/_emulator/bots/123:ABC/chats/42                        # the chat as the user sees it
     curl -N $E/_emulator/bots/123:ABC/chats/42/events              # the same, again on every change (SSE)
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from . import inline
 from .wire import ApiError, loads
 
 if TYPE_CHECKING:
@@ -133,6 +137,28 @@ async def inject_callback_query(request: web.Request) -> web.Response:
     body = await _body(request)
     return web.json_response(_bot(request).inject_callback_query(
         int(body["user_id"]), int(body["message_id"]), str(body["data"])))
+
+
+@routes.post("/bots/{token}/inline_queries")
+async def inject_inline_query(request: web.Request) -> web.Response:
+    """``{user, query, offset?, chat_type?}``: the user types ``@bot query``; answers with the bot's answer
+    (``{"ok": true, "inline_query_id", "results", "next_offset", "cache_time", "is_personal", "button"}``,
+    or ``{"ok": false, "inline_query_id", "error"}`` where the emulator refused it), waiting up to 10 s."""
+    bot, body = _bot(request), await _body(request)
+    query = inline.inject_inline_query(bot, int(body["user"]), str(body.get("query", "")), str(body.get("offset", "")),
+                                       str(body.get("chat_type", "sender")))
+    call = await inline.answer_of(bot, query["id"])
+    if not call.ok:
+        return web.json_response({"ok": False, "inline_query_id": query["id"], "error": call.failure.description})
+    return web.json_response({"ok": True, "inline_query_id": query["id"], **bot.inline_queries[query["id"]]["answer"]})
+
+
+@routes.post("/bots/{token}/inline_results")
+async def choose_inline_result(request: web.Request) -> web.Response:
+    """``{user, inline_query_id, result_id, chat_id}``: the user picks a result; it is posted in ``chat_id``."""
+    bot, body = _bot(request), await _body(request)
+    return web.json_response(inline.choose(bot, int(body["user"]), str(body["inline_query_id"]),
+                                           str(body["result_id"]), int(body["chat_id"])))
 
 
 @routes.get("/bots/{token}/outbox")

@@ -133,7 +133,7 @@ class BotApiEmulator:
             raise ValueError("a bot with this token exists")
         bot_id = int(token.partition(":")[0])
         user = {"id": bot_id, "is_bot": True, "first_name": first_name, "username": username or f"courier{bot_id}_bot",
-                "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False,
+                "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": True,
                 "can_connect_to_business": False, "has_main_web_app": False}
         bot = self._bots[token] = EmulatedBot(self, token, user)
         return bot

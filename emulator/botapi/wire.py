@@ -32,11 +32,11 @@ INT_PARAMS = frozenset({
 BOOL_PARAMS = frozenset({
     "disable_notification", "protect_content", "allow_sending_without_reply", "show_alert", "has_spoiler",
     "supports_streaming", "drop_pending_updates", "disable_content_type_detection",
-    "show_caption_above_media", "disable_web_page_preview", "allow_paid_broadcast",
+    "show_caption_above_media", "disable_web_page_preview", "allow_paid_broadcast", "is_personal",
 })
 JSON_PARAMS = frozenset({
     "reply_markup", "reply_parameters", "entities", "caption_entities", "media", "commands", "scope",
-    "allowed_updates", "link_preview_options",
+    "allowed_updates", "link_preview_options", "results", "button",
 })
 
 

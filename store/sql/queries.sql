@@ -798,3 +798,23 @@ RETURNING id, chat_id, backend, status_message_id, params->>'image_file_id' IS N
 -- Reports the answered slots $7 (answered $8 ms ago) of bot $1 (sha256 of its token), then takes up to
 -- $2 of the $3 slots in any $4 ms; see courier_take_send_slots_v1.
 SELECT slots, wait_ms FROM courier_take_send_slots_v1($1, $2, $3, $4, $5, $6, $7, $8);
+
+-- inline_results --
+-- Inline mode: the files user $1's succeeded jobs sent, newest first, $3 of them from position $4.
+-- A job is listed when each of the words $2 is in its command line (command, prompt, options; any
+-- case) or is the token of its result buttons (what a result's 📤 Share button types). Another
+-- user's jobs never: they are not asked for. Jobs /forget deleted are gone with their rows.
+SELECT j.id AS job_id, j.command, coalesce(j.params->>'prompt', '') AS prompt, o.position, o.output
+FROM courier_jobs j
+LEFT JOIN courier_result_buttons b ON b.job_id = j.id
+CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(j.result->'outputs')
+                                            WHEN 'array' THEN j.result->'outputs' ELSE '[]' END)
+    WITH ORDINALITY AS o(output, position)
+WHERE j.user_id = $1 AND j.status = 'succeeded' AND jsonb_typeof(o.output->'file_id') = 'string'
+  AND NOT EXISTS (
+      SELECT 1 FROM unnest($2::text[]) AS w(word)
+      WHERE strpos(lower(j.command || ' ' || coalesce(j.params->>'prompt', '') || ' '
+                         || coalesce(j.params->>'options', '')), lower(w.word)) = 0
+        AND w.word IS DISTINCT FROM b.token)
+ORDER BY j.id DESC, o.position
+LIMIT $3 OFFSET $4;

@@ -57,8 +57,10 @@ async def result_buttons(bot, index: int = 0) -> tuple[int, dict[str, str]]:
                            and c.params.get("reply_markup")])[index:] and found,
         timeout=JOB_TIMEOUT_S)
     call = calls[index]
-    buttons = [b for row in call.params["reply_markup"]["inline_keyboard"] for b in row]
+    everything = [b for row in call.params["reply_markup"]["inline_keyboard"] for b in row]
+    buttons = [b for b in everything if "callback_data" in b]
     assert [b["text"] for b in buttons] == [en(key) for key in LABELS]
+    assert [b["text"] for b in everything if "switch_inline_query_chosen_chat" in b] == [en("button_share")]
     assert all(len(b["callback_data"].encode()) <= 64 for b in buttons)
     message_id = call.result["message_id"] if call.method == "sendPhoto" else call.params["message_id"]
     return message_id, {key: b["callback_data"] for key, b in zip(LABELS, buttons, strict=True)}

@@ -1,0 +1,137 @@
+"""Inline mode end to end: python-telegram-bot ⇄ Bot API emulator (``inline``), real PostgreSQL.
+
+The results are jobs that succeeded, written as the dispatcher writes them, whose files the emulator
+keeps (sent to the bot's chat): inline mode only reads them, so no backend renders anything here.
+"""
+
+import json
+
+import pytest
+
+from comfyui_courier import i18n
+from comfyui_courier.bot import inline as bot_inline
+from comfyui_courier.bot.keyboards import result_keyboard
+from comfyui_courier.emulator.botapi import inline
+from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
+
+USER, OTHER, STRANGER, FRIEND = 111, 222, 333, 444
+
+
+@pytest.fixture
+async def fake():
+    async with FakeComfyUI(steps=0) as server:
+        yield server
+
+
+@pytest.fixture
+async def courier(botapi, botapi_bot, pg_database, fake, tmp_path):
+    async with running_courier(botapi, botapi_bot, pg_database, fake.url, tmp_path,
+                               COURIER_ALLOWED_USERS=f"{USER},{OTHER}") as service:
+        yield service
+
+
+async def sql(courier, statement: str, *args):
+    async with courier.store.pool.acquire() as conn:
+        return await conn.fetch(statement, *args)
+
+
+async def result(courier, bot, user_id: int, prompt: str, filename: str = "courier_00001_.png") -> int:
+    """A succeeded /img job of ``user_id`` whose one file (a document the emulator keeps) reached the chat."""
+    document = bot.inject_document(user_id, f"{user_id} {prompt}".encode(), filename)["document"]
+    await sql(courier, "INSERT INTO courier_users (user_id, allowed) VALUES ($1, true) ON CONFLICT DO NOTHING",
+              user_id)
+    [row] = await sql(courier, "INSERT INTO courier_jobs (user_id, chat_id, command, params, status, result) "
+                               "VALUES ($1, $1, 'img', $2, 'succeeded', $3) RETURNING id", user_id,
+                      {"prompt": prompt, "options": "--steps 4"},
+                      {"outputs": [{"kind": "image", "file_id": document["file_id"], "filename": filename,
+                                    "message_ids": [1]}]})
+    return row["id"]
+
+
+async def ask(bot, user_id: int, query: str = "", offset: str = "") -> tuple[dict, dict]:
+    """The user types ``@bot query``: (the bot's answer, checked by the emulator, as accepted; the query)."""
+    asked = inline.inject_inline_query(bot, user_id, query, offset)
+    call = await inline.answer_of(bot, asked["id"])
+    assert call.ok, call.failure
+    return bot.inline_queries[asked["id"]]["answer"], asked
+
+
+def jobs_of(answer: dict) -> list[int]:
+    return [int(r["id"].partition("-")[0]) for r in answer["results"]]
+
+
+async def test_a_users_results_are_theirs_only_by_words_newest_first_paged_and_posted_via_the_bot(
+        botapi_bot, courier):
+    cats = [await result(courier, botapi_bot, USER, f"a red cat {n}") for n in range(bot_inline.PAGE + 1)]
+    dog = await result(courier, botapi_bot, USER, "a blue DOG")
+    others = await result(courier, botapi_bot, OTHER, "a red cat")
+
+    first, _ = await ask(botapi_bot, USER)
+    assert first["is_personal"] and jobs_of(first) == [dog, *reversed(cats)][:bot_inline.PAGE]
+    assert first["next_offset"] == str(bot_inline.PAGE)
+    rest, _ = await ask(botapi_bot, USER, offset=first["next_offset"])
+    assert jobs_of(rest) == [cats[1], cats[0]] and rest["next_offset"] == ""
+
+    found, asked = await ask(botapi_bot, USER, "dog BLUE")
+    assert jobs_of(found) == [dog]
+    assert found["results"][0]["type"] == "document" and "blue DOG" in found["results"][0]["title"]
+    assert jobs_of((await ask(botapi_bot, OTHER, "cat"))[0]) == [others]
+    assert jobs_of((await ask(botapi_bot, USER, "cat 20"))[0]) == [cats[20]]
+
+    posted = inline.choose(botapi_bot, USER, asked["id"], found["results"][0]["id"], FRIEND)
+    assert posted["via_bot"]["id"] == botapi_bot.id and posted["from"]["id"] == USER
+    assert posted["document"]["file_id"] == found["results"][0]["document_file_id"]
+    assert botapi_bot.history(FRIEND) == [posted]
+
+
+async def test_the_share_buttons_query_lists_that_result_only(botapi_bot, courier):
+    mine = await result(courier, botapi_bot, USER, "a red cat")
+    await result(courier, botapi_bot, USER, "another red cat")
+    [row] = await sql(courier, "INSERT INTO courier_result_buttons (token, job_id) VALUES ('tok-EN_1', $1) "
+                               "RETURNING token", mine)
+    keyboard = result_keyboard(row["token"], lambda key: i18n.text("en", key)).to_dict()
+    [button] = [b for line in keyboard["inline_keyboard"] for b in line if "switch_inline_query_chosen_chat" in b]
+    assert button["text"] == i18n.text("en", "button_share")
+    assert button["switch_inline_query_chosen_chat"]["query"] == row["token"]
+    assert jobs_of((await ask(botapi_bot, USER, row["token"]))[0]) == [mine]
+    assert jobs_of((await ask(botapi_bot, OTHER, row["token"]))[0]) == []
+
+
+async def test_strangers_and_banned_users_get_no_results_and_leave_no_row(botapi_bot, courier):
+    await result(courier, botapi_bot, USER, "a red cat")
+    for user_id in (STRANGER, USER):
+        if user_id == USER:
+            await sql(courier, "UPDATE courier_users SET banned = true WHERE user_id = $1", USER)
+        answer, _ = await ask(botapi_bot, user_id, "cat")
+        assert answer["results"] == [] and answer["cache_time"] == 0
+        assert answer["button"] == {"text": i18n.text("en", "inline_start"),
+                                    "start_parameter": bot_inline.START_PARAMETER}
+    assert await sql(courier, "SELECT 1 FROM courier_users WHERE user_id = $1", STRANGER) == []
+    assert not [c for c in botapi_bot.outbox if c.method == "sendMessage" and c.params["chat_id"] == STRANGER]
+
+
+async def test_forget_takes_the_results_out_of_inline_mode_at_once(botapi_bot, courier):
+    await result(courier, botapi_bot, USER, "a red cat")
+    assert len((await ask(botapi_bot, USER))[0]["results"]) == 1
+    botapi_bot.inject_text(USER, "/forget")
+    confirmation = await botapi_bot.wait_for_call(
+        "sendMessage", where=lambda c: (c.params.get("reply_markup") or {}).get("inline_keyboard"))
+    [[button]] = confirmation.params["reply_markup"]["inline_keyboard"]
+    press = botapi_bot.inject_callback_query(USER, confirmation.result["message_id"], button["callback_data"])
+    await botapi_bot.wait_for_call("answerCallbackQuery", where=lambda c: c.params["callback_query_id"] == press["id"])
+    await botapi_bot.wait_for_call("editMessageText", where=lambda c: c.params["message_id"] == press["message"][
+        "message_id"], timeout=30)  # the report, once the rows are gone
+    assert await sql(courier, "SELECT 1 FROM courier_jobs WHERE user_id = $1", USER) == []
+    assert (await ask(botapi_bot, USER))[0]["results"] == []
+
+
+@pytest.mark.parametrize(("query", "offset"), [
+    ("x" * inline.MAX_QUERY_CHARS, ""), ("\x00cat\x00 \ud800", ""), ("%_", ""), ("cat", "junk"), ("cat", "-5"),
+    ("cat", "99999999999"), ("cat", "1e3"), ("' OR 1=1 --", "0"), (json.dumps({"a": 1}), "20")])
+async def test_hostile_queries_get_a_sane_answer(botapi_bot, courier, query, offset):
+    job = await result(courier, botapi_bot, USER, "a red cat")
+    answer, _ = await ask(botapi_bot, USER, query, offset)
+    assert jobs_of(answer) in ([], [job]) and answer["next_offset"] == ""
+    if "cat" in query:
+        assert jobs_of(answer) == [job]  # the junk offset starts from the top
