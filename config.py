@@ -122,6 +122,14 @@ class Settings:
                                     "an update without it is refused; empty = one generated and kept in PostgreSQL",
                                     pattern=(r"[A-Za-z0-9_-]{1,256}", "Telegram takes 1-256 characters of A-Z, a-z, "
                                                                       "0-9, _ and -"))
+    miniapp_url: str = _field("COURIER_MINIAPP_URL", "",
+                              "Where the Mini App form (the pack's miniapp/ folder, static) is served, for /app's "
+                              "button: an https:// URL (Telegram takes no other; http:// only on loopback, for the "
+                              "emulator), without a #fragment; this server serves it at /courier/miniapp/; "
+                              "empty = no button",
+                              pattern=(r"(https://[^\s#]+|http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?/[^\s#]*)",
+                                       "an https:// URL without a #fragment (http:// only to 127.0.0.1, localhost "
+                                       "or [::1])"))
     admin_token: Secret = _field("COURIER_ADMIN_TOKEN", Secret(""),
                                  "Token for the /courier admin routes (Authorization: Bearer <token>); "
                                  "empty = those routes refuse")

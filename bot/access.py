@@ -28,6 +28,7 @@ from ..i18n import message_id
 from ..jobs.submit import Quota
 from ..logs import get_logger
 from ..store import access, jobs
+from . import miniapp
 from .context import CHOSEN_LANGUAGE, STORED_ADMIN, CourierContext
 from .parsing import clean_text, parse_command
 from .refusals import BANNED, QUOTA, STRANGER
@@ -71,7 +72,8 @@ async def refusal(update: Update, context: CourierContext) -> str | None:
     user, message = update.effective_user, update.message
     username = (clean_text(user.username) or "").lower() or None
     settings = context.settings
-    request = parse_command(message.text or message.caption, context.bot.username) if message is not None else None
+    text = message.text or message.caption or miniapp.sent_line(message) if message is not None else None
+    request = parse_command(text, context.bot.username)
     admission = await access.admit(context.pool, user.id, username, allowed_ids(settings), allowed_names(settings),
                                    EVERYONE in settings.allowed_users, request.name if request is not None else None)
     if request is not None:

@@ -32,7 +32,7 @@ from ..jobs.options import WIDEST, command_options, offered
 from ..logs import get_logger
 from ..store import commands, jobs
 from ..store.errors import is_outage
-from . import access, admin, buttons, defaults, forget, inline, keyboards, languages, models
+from . import access, admin, buttons, defaults, forget, inline, keyboards, languages, miniapp, models
 from .context import CourierContext
 from .options import option_lines
 from .outage import defer, tell_waiting
@@ -112,7 +112,7 @@ def command_menu(listed: list[commands.Command], language: str) -> list[tuple[st
     built_ins = {"help": say("menu_help"), "status": say("menu_status"), "cancel": say("menu_cancel"),
                  "history": say("menu_history"),
                  "quota": say("menu_quota"), "lang": say("menu_lang"), "forget": say("menu_forget"),
-                 "settings": say("menu_settings"), "models": say("menu_models")}
+                 "settings": say("menu_settings"), "models": say("menu_models"), "app": say("menu_app")}
     return [(c.name, describe(c, language)[:256] or c.name) for c in listed] + list(built_ins.items())
 
 
@@ -138,10 +138,10 @@ async def _help_lines(context: CourierContext, update: Update) -> str:
 
 
 async def start(update: Update, context: CourierContext) -> None:
-    """Greet the user and list the commands."""
+    """Greet the user and list the commands (with the form's button, where there is one: ``miniapp``)."""
     await update.effective_message.reply_text(context.t(
         update, "welcome", name=clean_text(update.effective_user.first_name),
-        commands=await _command_lines(context, update)))
+        commands=await _command_lines(context, update)), reply_markup=await miniapp.keyboard(update, context))
 
 
 def builtin_help(name: str, language: str) -> str:
@@ -163,7 +163,8 @@ async def help_command(update: Update, context: CourierContext) -> None:
     words = request.args.split() if request is not None else []
     if not words:
         await update.effective_message.reply_text(
-            context.t(update, "help", commands=await _help_lines(context, update)))
+            context.t(update, "help", commands=await _help_lines(context, update)),
+            reply_markup=await miniapp.keyboard(update, context))
         return
     name = echo(words[0].removeprefix("/").lower())
     if name in BUILTIN_COMMANDS:
@@ -218,6 +219,18 @@ async def run_command(update: Update, context: CourierContext) -> None:
     built_in = BUILT_IN_HANDLERS.get(request.name) if message.text else None
     if built_in is not None:
         await built_in(update, context)
+    else:
+        await queue_command(update, context, request.name, request.args)
+
+
+async def web_app_answer(update: Update, context: CourierContext) -> None:
+    """The Mini App's answer: its command line, run as if the user had typed it (``miniapp``); a
+    built-in's name is not one the form offers, and is answered as an unknown command."""
+    request = parse_command(miniapp.sent_line(update.message), context.bot.username)
+    if request is None:
+        await update.message.reply_text(context.t(update, "miniapp_bad"))
+    elif request.name in BUILT_IN_HANDLERS:
+        await update.message.reply_text(context.t(update, "unknown_command", name=request.name))
     else:
         await queue_command(update, context, request.name, request.args)
 
@@ -303,7 +316,7 @@ async def on_error(update: object, context: CourierContext) -> None:
 
 BUILT_IN_HANDLERS = {"start": start, "help": help_command, "status": status, "cancel": cancel,
                      "quota": access.quota, "lang": languages.lang, "settings": defaults.settings,
-                     "models": models.models, "forget": forget.forget, "history": buttons.history,
+                     "models": models.models, "forget": forget.forget, "history": buttons.history, "app": miniapp.app,
                      **admin.ADMIN_HANDLERS}  # admins only (each checks): before the command table's
 """The built-in commands' handlers by name; a command table's command of the same name is never reached."""
 BUILTIN_COMMANDS = tuple(BUILT_IN_HANDLERS)
@@ -319,6 +332,7 @@ def build_handlers() -> list[tuple[BaseHandler, int]]:
     return [
         (TypeHandler(Update, gatekeeper), -2),
         (MessageHandler(COMMAND, run_command), 0),
+        (MessageHandler(MESSAGES_ONLY & filters.StatusUpdate.WEB_APP_DATA, web_app_answer), 0),
         (CallbackQueryHandler(languages.lang_button, pattern=f"^{languages.BUTTON_PREFIX}"), 0),
         (CallbackQueryHandler(models.turn, pattern=f"^{models.BUTTON_PREFIX}"), 0),
         (CallbackQueryHandler(forget.confirm, pattern=f"^{forget.BUTTON_PREFIX}"), 0),

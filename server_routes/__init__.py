@@ -13,6 +13,7 @@ from . import (
     files,
     health,
     jobs,
+    miniapp,
     readiness,
     sessions,
     telegram_webhook,
@@ -20,4 +21,5 @@ from . import (
 
 # compare before benchmarks: /courier/benchmarks/compare must win over any /courier/benchmarks/{id}
 ROUTE_TABLES = (health.routes, anyone.routes, telegram_webhook.routes, commands.routes, jobs.routes,
-                sessions.routes, backends.routes, readiness.routes, compare.routes, benchmarks.routes, files.routes)
+                sessions.routes, backends.routes, readiness.routes, compare.routes, benchmarks.routes, files.routes,
+                miniapp.routes)

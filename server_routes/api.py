@@ -1,6 +1,6 @@
 """What the /courier routes share: who may call them, bounded JSON bodies, one error shape.
 
-Four kinds of access (ComfyUI's own API has no authentication; ours must not widen that hole):
+Five kinds of access (ComfyUI's own API has no authentication; ours must not widen that hole):
 
 - ``ADMIN``: routes that change things. They need ``Authorization: Bearer <COURIER_ADMIN_TOKEN>``;
   with no token configured they refuse with 403 and say how to set one.
@@ -11,6 +11,8 @@ Four kinds of access (ComfyUI's own API has no authentication; ours must not wid
 - ``BACKEND``: what a Courier bot calls on its backends, next to ComfyUI's ``/prompt`` and
   ``/upload/image``: open to whoever may queue prompts here (this machine, or a client the hidden
   service authorized), as those are. Such a route may only touch Courier's own files.
+- ``PUBLIC``: the Mini App's static files (``miniapp``): the same bytes for everyone, nothing secret
+  in them, nothing changed by them.
 - ``TELEGRAM``: the webhook. Only Telegram, which proves itself by the secret the bot registered
   with ``setWebhook`` (``X-Telegram-Bot-Api-Secret-Token``); there is always one (the operator's, or
   one generated and kept in PostgreSQL), and until the bot has registered it nothing is taken.
@@ -45,6 +47,7 @@ ADMIN = "admin"
 STATUS = "status"
 BACKEND = "backend"
 TELEGRAM = "telegram"
+PUBLIC = "public"
 WEBHOOK_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BODY_BYTES = 1 * 2**20
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP")
@@ -87,7 +90,7 @@ def endpoint(access: str, *, stranger: Handler | None = None) -> Callable[[Handl
     ``stranger`` (``STATUS`` only): what a caller without a token who is not a local browser gets
     instead of 401/403.
     """
-    if access not in (ADMIN, STATUS, BACKEND, TELEGRAM):
+    if access not in (ADMIN, STATUS, BACKEND, TELEGRAM, PUBLIC):
         raise ValueError(f"unknown access {access!r}")
     if stranger is not None and access != STATUS:
         raise ValueError("only a STATUS route answers strangers")
@@ -114,7 +117,7 @@ def endpoint(access: str, *, stranger: Handler | None = None) -> Callable[[Handl
 
 def check_access(request: web.Request, courier: Courier, access: str) -> None:
     """Raise ApiError unless the request may reach a route of this ``access``."""
-    if access == BACKEND:
+    if access in (BACKEND, PUBLIC):
         return
     if access == TELEGRAM:
         _check_telegram(request, courier)

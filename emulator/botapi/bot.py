@@ -35,7 +35,7 @@ from urllib.parse import unquote, urlsplit
 
 import aiohttp
 
-from . import media
+from . import keyboards, media
 from . import text as formatting
 from .limits import FloodLimits
 from .wire import ApiError, Upload, bad_request, decode_params, fault_error
@@ -205,7 +205,7 @@ def _markup(params: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(markup, dict):
         raise bad_request("can't parse reply keyboard markup JSON object")
     if "inline_keyboard" not in markup:
-        return None
+        return None  # a reply keyboard: the chat's, not the message's (``keyboards``)
     rows = markup["inline_keyboard"]
     if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
         raise bad_request('field "inline_keyboard" of the InlineKeyboardMarkup must be an Array of Arrays')
@@ -236,6 +236,8 @@ class EmulatedBot:
         self.commands: dict[tuple[str, str], list[dict[str, str]]] = {}
         """setMyCommands lists by (scope as sorted JSON, language_code)."""
         self.allowed_updates: list[str] = []
+        self.keyboards: dict[int, dict[str, Any] | None] = {}
+        """The reply keyboard each chat shows (``keyboards``)."""
         self._sender = {key: user[key] for key in ("id", "is_bot", "first_name", "username")}
         self._chats: dict[int, dict[str, Any]] = {}
         self._blocked: set[int] = set()
@@ -370,6 +372,12 @@ class EmulatedBot:
         self.updates.append(update)
         self.emulator.changed()
         return update
+
+    def inject_web_app_data(self, user_id: int, data: str, button_text: str) -> dict[str, Any]:
+        """The Mini App opened by the chat's keyboard button ``button_text`` sent ``data``
+        (``web_app_data_send``): a ``web_app_data`` message from the user. Returns the Message."""
+        return self._from_user(user_id, {"web_app_data": keyboards.web_app_data(
+            self.keyboards.get(user_id), data, button_text)}, None)
 
     def inject_callback_query(self, user_id: int, message_id: int, data: str, *,
                               presser: int | None = None) -> dict[str, Any]:
@@ -870,7 +878,13 @@ async def _send_message(bot: EmulatedBot, call: Call) -> dict[str, Any]:
     params = call.params
     chat = bot._chat(params)
     content = _text(params)
-    return bot._post(chat, bot._sender, content, bot._reply_target(chat, params), _markup(params))
+    markup = params.get("reply_markup")
+    shown = isinstance(markup, dict) and ("keyboard" in markup or "remove_keyboard" in markup)
+    keyboard = keyboards.check(markup, chat["type"]) if shown else None
+    message = bot._post(chat, bot._sender, content, bot._reply_target(chat, params), _markup(params))
+    if shown:
+        bot.keyboards[chat["id"]] = keyboard
+    return message
 
 
 @_method("sendPhoto", outbound=True)

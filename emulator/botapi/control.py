@@ -16,6 +16,7 @@ With ``$E`` the emulator's URL and ``$J`` ``-H 'Content-Type: application/json'`
     curl $J $E/_emulator/bots/123:ABC/inline_queries -d '{"user": 42, "query": "cat", "offset": ""}'  # -> the answer
     curl $J $E/_emulator/bots/123:ABC/inline_results -d '{"user": 42, "inline_query_id": "1", "result_id": "7-1",
                                                          "chat_id": 43}'  # picks one: posted in chat 43
+    curl $J $E/_emulator/bots/123:ABC/web_app_data -d '{"user": 42, "data": "{}", "button_text": "🎨 New picture"}'
     curl "$E/_emulator/bots/123:ABC/outbox?since=0&timeout=30"   # long-polls for what the bot did
     curl $E/_emulator/bots/123:ABC/chats/42                        # the chat as the user sees it
     curl -N $E/_emulator/bots/123:ABC/chats/42/events              # the same, again on every change (SSE)
@@ -161,6 +162,14 @@ async def choose_inline_result(request: web.Request) -> web.Response:
                                            str(body["result_id"]), int(body["chat_id"])))
 
 
+@routes.post("/bots/{token}/web_app_data")
+async def inject_web_app_data(request: web.Request) -> web.Response:
+    """``{user, data, button_text}``: what the Mini App of the chat's keyboard button sent (``keyboards``)."""
+    body = await _body(request)
+    return web.json_response(_bot(request).inject_web_app_data(int(body["user"]), str(body["data"]),
+                                                               str(body["button_text"])))
+
+
 @routes.get("/bots/{token}/outbox")
 async def outbox(request: web.Request) -> web.Response:
     """Outbox calls from index ``since``; with ``timeout``, waits up to that long for one to exist."""
@@ -209,7 +218,7 @@ def chat_view(bot: EmulatedBot, chat_id: int) -> dict[str, Any]:
     user = bot.emulator.users.get(chat_id, {})
     answers = [call.params for call in bot.outbox if call.method == "answerCallbackQuery"]
     return {"messages": bot.history(chat_id), "menu": bot.command_menu(chat_id, user.get("language_code", "")),
-            "answers": answers}
+            "answers": answers, "keyboard": bot.keyboards.get(chat_id)}
 
 
 @routes.get("/bots/{token}/menu/{user_id}")

@@ -128,7 +128,8 @@ async def test_the_command_menu_is_published_in_every_language(courier, botapi_b
         assert menu["settings"] == said(language, "menu_settings")
         assert menu["history"] == said(language, "menu_history")
         assert menu["models"] == said(language, "menu_models")
-        assert list(menu)[-9:] == ["help", "status", "cancel", "history", "quota", "lang", "forget", "settings",
-                                   "models"]
+        assert menu["app"] == said(language, "menu_app")
+        assert list(menu)[-10:] == ["help", "status", "cancel", "history", "quota", "lang", "forget", "settings",
+                                    "models", "app"]
     fallback = {c["command"]: c["description"] for c in botapi_bot.commands[(DEFAULT_SCOPE, "")]}
     assert fallback["help"] == said("en", "menu_help")  # COURIER_LANGUAGE for every other language
