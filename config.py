@@ -168,7 +168,8 @@ class Settings:
                                  "Finished jobs, their files on the backends and idle chat sessions are "
                                  "deleted after this many days; 0 = kept until /forget", minimum=0)
     job_timeout_s: float = _field("COURIER_JOB_TIMEOUT_S", 1800.0,
-                                  "A job running longer than this is stopped (its prompt interrupted) and failed",
+                                  "A job running longer than this on its backend is stopped (its prompt interrupted) "
+                                  "and failed; sending its results counts apart (COURIER_DELIVERY_PATIENCE_S)",
                                   minimum=1.0)
     job_lease_s: float = _field("COURIER_JOB_LEASE_S", 60.0,
                                 "Seconds a host's claim on a running job lasts unrenewed (renewed every 2 s, or every "

@@ -30,7 +30,8 @@ import secrets
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from .. import i18n
@@ -57,6 +58,8 @@ from .ports import ChatBlocked, ChatSink, Patience, StatusMessage
 from .runner import JobError, JobRun, Runner, elapsed_s
 
 log = get_logger("dispatcher")
+
+T = TypeVar("T")
 
 IDLE_POLL_S = 5.0
 DELIVERING_AT_ONCE = 8
@@ -345,9 +348,15 @@ class Dispatcher:
                         await progress.finish(say("running_again", name=job.command, attempt=job.attempts,
                                                   attempts=job.max_attempts))
                     runner = RUNNERS[kind(job)]
+                left = asyncio.Event()  # its delivery has a patience of its own, not the job's time limit
+
+                def left_backend() -> None:
+                    hold.release()
+                    left.set()
+
                 run = JobRun(job, client, active.prompt_id, progress, self.sink, pool, self.settings, say,
-                             self.handoff, left_backend=hold.release)
-                result = await asyncio.wait_for(runner(run), self.settings.job_timeout_s)
+                             self.handoff, left_backend=left_backend)
+                result = await _until_left(runner(run), left, self.settings.job_timeout_s)
             finally:  # before the job is ended below: its lease keeper would find it ended and cancel us
                 lease.cancel()
         except asyncio.CancelledError:
@@ -428,6 +437,23 @@ class Dispatcher:
     async def _finish_failed(self, job, progress: StatusMessage, hold: Hold, say, reason: str) -> None:
         await jobs.fail(self.store.pool, job.id, reason, worker=self.worker_id)
         await self._tell(progress, hold, say("failed", name=job.command, reason=reason))
+
+
+async def _until_left(work: Awaitable[T], left: asyncio.Event, limit_s: float) -> T:
+    """``await work``; ``asyncio.TimeoutError`` (``work`` cancelled) if ``limit_s`` passes before it set
+    ``left`` (its prompts left the backend); no limit after that."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(left.wait())
+    try:
+        done, _ = await asyncio.wait({task, watch}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED)
+        if not done:
+            raise asyncio.TimeoutError
+        return await task
+    finally:
+        watch.cancel()
+        if not task.done():  # timed out, or we were cancelled: the work stops with us
+            task.cancel()
+            await asyncio.wait([task])
 
 
 def _credential_header(url: str, credentials: Mapping[str, str]) -> dict[str, str]:

@@ -83,6 +83,7 @@ async def run(run: JobRun) -> dict:
 async def resume(run: JobRun) -> dict:
     """Send what a delivering job kept: its worker died while its results waited for Telegram."""
     kept, since = await deliveries.kept_files(run.pool, run.job.id)
+    run.left_backend()  # rendered long ago
     run.status.results_follow()
     files = [ResultFile(file.filename, file.subfolder, file.type, file.data, file.via, file.output) for file in kept]
     return await send_results(run, files, since)

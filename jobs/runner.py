@@ -37,7 +37,8 @@ class JobRun:
     handoff: Handoff  # where nodes of this process hand the job its result files
     left_backend: Callable[[], None] = lambda: None
     """Call once the job's prompts have left the backend (before delivering what they made): its
-    slot goes to the next job, so the backend runs that one while this one talks to the chat."""
+    slot goes to the next job, so the backend runs that one while this one talks to the chat, and
+    the job's time limit (``COURIER_JOB_TIMEOUT_S``) no longer runs: its delivery has its own."""
 
 
 Runner = Callable[[JobRun], Awaitable[dict]]

@@ -172,3 +172,19 @@ async def test_where_only_files_fail_the_status_says_the_result_waits_until_it_g
     assert (job["status"], job["attempts"]) == ("succeeded", 1), dict(job)
     assert len(results(botapi_bot, request)) == 1
     assert shown(botapi_bot, int(told.params["message_id"])).startswith("Done in ")
+
+
+async def test_a_wait_for_telegram_does_not_count_against_the_jobs_time_limit(
+        botapi, botapi_bot, pg_database, db, slow_comfy, tmp_path):
+    """``COURIER_JOB_TIMEOUT_S`` stops a prompt that runs too long on its backend; a result that
+    waits for Telegram holds no backend, and is neither timed out nor failed."""
+    limit_s = STEPS * STEP_S + 4  # the run fits; the run and the outage do not
+    async with standalone_courier(botapi, botapi_bot, pg_database, slow_comfy.url, tmp_path / "host",
+                                  **SETTINGS, COURIER_JOB_TIMEOUT_S=str(limit_s)):
+        request = botapi_bot.inject_text(USER, "/demo a lighthouse")
+        status_id, back_at = await last_step_then_outage(botapi_bot, request, SHORT_OUTAGE_S)
+        job = await until(lambda: job_in(db, "succeeded", "failed"), SHORT_OUTAGE_S + 60, "the job ended")
+        assert job["status"] == "succeeded", dict(job)
+        await done_in(botapi_bot, status_id)
+    assert len(results(botapi_bot, request)) == 1
+    assert results(botapi_bot, request)[0].received_at >= back_at
