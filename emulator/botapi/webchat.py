@@ -4,6 +4,7 @@
 writes the test API (``control``): it plays the users, follows a chat's server-sent
 events and shows what the bot did. ``/?bot=<token>&user=<id>`` picks a bot and a
 user; without them, the first bot and the first user (made up when there is none).
+Typing ``@<bot> words`` asks the bot in inline mode and lists its answer (``web/inline.js``).
 """
 
 from __future__ import annotations

@@ -36,9 +36,11 @@ async def sql(courier, statement: str, *args):
         return await conn.fetch(statement, *args)
 
 
-async def result(courier, bot, user_id: int, prompt: str, filename: str = "courier_00001_.png") -> int:
+async def result(courier, bot, user_id: int, prompt: str, filename: str = "courier_00001_.png",
+                 data: bytes | None = None) -> int:
     """A succeeded /img job of ``user_id`` whose one file (a document the emulator keeps) reached the chat."""
-    document = bot.inject_document(user_id, f"{user_id} {prompt}".encode(), filename)["document"]
+    document = bot.inject_document(user_id, data or f"{user_id} {prompt}".encode(), filename,
+                                   mime_type="image/png")["document"]
     await sql(courier, "INSERT INTO courier_users (user_id, allowed) VALUES ($1, true) ON CONFLICT DO NOTHING",
               user_id)
     [row] = await sql(courier, "INSERT INTO courier_jobs (user_id, chat_id, command, params, status, result) "
@@ -83,6 +85,18 @@ async def test_a_users_results_are_theirs_only_by_words_newest_first_paged_and_p
     assert posted["via_bot"]["id"] == botapi_bot.id and posted["from"]["id"] == USER
     assert posted["document"]["file_id"] == found["results"][0]["document_file_id"]
     assert botapi_bot.history(FRIEND) == [posted]
+
+    hint = i18n.text("en", "hint_media")
+    await botapi_bot.emulator.wait_for(lambda: hints(botapi_bot, hint) == len(cats) + 1, timeout=60)  # one an upload
+    inline.choose(botapi_bot, USER, asked["id"], found["results"][0]["id"], USER)  # in the bot's own chat
+    botapi_bot.inject_text(USER, "/status")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["text"] == i18n.text("en", "status_none"))
+    assert hints(botapi_bot, hint) == len(cats) + 1  # the result the user posted there asks for nothing
+
+
+def hints(bot, hint: str) -> int:
+    return sum(c.method == "sendMessage" and c.params["text"] == hint and c.params["chat_id"] == USER
+               for c in bot.outbox)
 
 
 async def test_the_share_buttons_query_lists_that_result_only(botapi_bot, courier):

@@ -248,6 +248,12 @@ function renderMessage(message) {
     quote.textContent = summary(message.reply_to_message);
     element.append(quote);
   }
+  if (message.via_bot) {
+    const via = document.createElement("div");
+    via.className = "via";
+    via.textContent = `via @${message.via_bot.username}`;
+    element.append(via);
+  }
   element.append(renderMedia(message));
   const body = document.createElement("div");
   body.className = "text";

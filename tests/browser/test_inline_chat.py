@@ -1,0 +1,53 @@
+"""Inline mode in the emulator's web chat, headless Chromium against the real bot (python-telegram-bot,
+real PostgreSQL): ``@bot cat`` lists the user's own result, picking it posts it "via @bot"; a
+stranger's ``@bot`` lists nothing but the button to the bot's chat. Screenshots as test_chat's."""
+
+from __future__ import annotations
+
+import pytest
+
+from comfyui_courier import i18n
+from comfyui_courier.tests.bot.test_inline import result
+from comfyui_courier.tests.browser.cdp import Chromium
+from comfyui_courier.tests.browser.test_chat import artifacts, png
+from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
+from comfyui_courier.tests.support.requires import require_chromium
+
+pytestmark = pytest.mark.timeout(180)
+
+ADA, GRETA = 1001, 1002
+RESULTS = "#inline-results li[data-result-id]"
+
+
+async def test_at_bot_lists_the_users_results_and_picking_one_posts_it_via_the_bot(
+        botapi, botapi_bot, pg_database, tmp_path):
+    chromium, shots = require_chromium(), artifacts(tmp_path)
+    botapi.add_user(ADA, "Ada")
+    botapi.add_user(GRETA, "Greta", language_code="de")
+    async with FakeComfyUI(steps=0) as fake, running_courier(botapi, botapi_bot, pg_database, fake.url, tmp_path,
+                                                           COURIER_ALLOWED_USERS=f"{ADA}") as courier, \
+            Chromium(chromium, tmp_path / "profile") as browser:
+        job = await result(courier, botapi_bot, ADA, "a red cat", data=png("red", (80, 60)))
+        page = await browser.new_page()
+        await page.goto(f"{botapi.url}/?user={ADA}")
+        await page.wait_for("document.getElementById('bot-name').textContent.includes('@')", what="the bot")
+        await page.type("#text", f"@{botapi_bot.user['username']} cat")
+        await page.wait_for(f"document.querySelectorAll('{RESULTS}').length === 1", what="Ada's one result")
+        assert await page.evaluate(f"document.querySelector('{RESULTS}').dataset.resultId") == f"{job}-1"
+        await page.wait_for(f"document.querySelector('{RESULTS} img')?.naturalWidth === 80", what="its picture")
+        await page.screenshot(shots / "chat-inline-1-results.png")
+        await page.click(RESULTS)
+        posted = await botapi.wait_for(lambda: next((m for m in botapi_bot.history(ADA) if "via_bot" in m), None))
+        assert posted["from"]["id"] == ADA and posted["via_bot"]["id"] == botapi_bot.id
+        await page.wait_for("document.querySelector('.message .via')?.textContent === "
+                            f"'via @{botapi_bot.user['username']}'", what="the result posted via the bot")
+        await page.screenshot(shots / "chat-inline-2-posted.png")
+
+        await page.goto(f"{botapi.url}/?user={GRETA}")  # a stranger: no results, the way to the bot's chat
+        await page.wait_for("document.getElementById('bot-name').textContent.includes('@')", what="the bot")
+        await page.type("#text", f"@{botapi_bot.user['username']} cat")
+        await page.wait_for("document.querySelector('#inline-results .inline-button')?.textContent === "
+                            f"{i18n.text('de', 'inline_start')!r}", what="the stranger's button")
+        assert await page.evaluate(f"document.querySelectorAll('{RESULTS}').length") == 0
+        assert not page.console, page.console
