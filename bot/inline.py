@@ -8,7 +8,9 @@ gatekeeper with no results and a button to the bot's private chat (``refuse``), 
 
 The query is the user's to type, up to 256 characters: it is cleaned (``clean_text``: no NUL), cut
 to ``MAX_WORDS`` words of ``MAX_WORD_CHARS``, and an offset we did not give (not a number, or
-past ``MAX_OFFSET``) starts from the top.
+past ``MAX_OFFSET``) starts from the top. Telegram takes an answer for a few seconds only: a query
+that waited longer (the bot was down or busy) is refused as "too old", which is noted, not an
+incident (the user has moved on).
 """
 
 from __future__ import annotations
@@ -17,14 +19,17 @@ import os
 import re
 
 from telegram import (
+    InlineQuery,
     InlineQueryResultCachedDocument,
     InlineQueryResultCachedGif,
     InlineQueryResultCachedVideo,
     InlineQueryResultsButton,
     Update,
 )
+from telegram.error import BadRequest
 
 from ..imaging import ANIMATION_SUFFIXES
+from ..logs import get_logger
 from ..store import inline
 from .context import CourierContext
 from .parsing import clean_text, echo
@@ -40,6 +45,10 @@ TITLE_CHARS = 64
 START_PARAMETER = "inline"
 """What the refusal's button opens the private chat with (``/start inline``)."""
 _OFFSET = re.compile(r"[0-9]{1,6}")
+EXPIRED = "query is too old"
+"""What Telegram answers to an answer that came too late (or to a query id it never gave)."""
+
+log = get_logger("inline")
 
 
 def words_of(query: str) -> list[str]:
@@ -70,11 +79,20 @@ async def answer(update: Update, context: CourierContext) -> None:
     start = offset_of(query.offset)
     found = await inline.search(context.pool, update.effective_user.id, words_of(query.query), PAGE + 1, start)
     more = len(found) > PAGE
-    await query.answer([shown(result) for result in found[:PAGE]], cache_time=CACHE_S, is_personal=True,
-                       next_offset=str(start + PAGE) if more else "")
+    await _answer(query, [shown(result) for result in found[:PAGE]], cache_time=CACHE_S, is_personal=True,
+                  next_offset=str(start + PAGE) if more else "")
 
 
 async def refuse(update: Update, context: CourierContext) -> None:
     """A refused user's inline query: no results, and a button to the bot's private chat (which says why)."""
-    await update.inline_query.answer([], cache_time=0, is_personal=True, button=InlineQueryResultsButton(
+    await _answer(update.inline_query, [], cache_time=0, is_personal=True, button=InlineQueryResultsButton(
         context.t(update, "inline_start"), start_parameter=START_PARAMETER))
+
+
+async def _answer(query: InlineQuery, results: list, **options) -> None:
+    try:
+        await query.answer(results, **options)
+    except BadRequest as exc:
+        if EXPIRED not in exc.message.lower():
+            raise
+        log.info("inline query %s expired before its answer", query.id)

@@ -5,6 +5,7 @@ keeps (sent to the bot's chat): inline mode only reads them, so no backend rende
 """
 
 import json
+import logging
 
 import pytest
 
@@ -14,6 +15,7 @@ from comfyui_courier.bot.keyboards import result_keyboard
 from comfyui_courier.emulator.botapi import inline
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
+from comfyui_courier.tests.support.polling import until
 
 USER, OTHER, STRANGER, FRIEND = 111, 222, 333, 444
 
@@ -149,3 +151,20 @@ async def test_hostile_queries_get_a_sane_answer(botapi_bot, courier, query, off
     assert jobs_of(answer) in ([], [job]) and answer["next_offset"] == ""
     if "cat" in query:
         assert jobs_of(answer) == [job]  # the junk offset starts from the top
+
+
+async def test_a_query_that_expired_before_its_answer_is_no_incident(botapi_bot, courier, caplog):
+    """Telegram takes an answer for a few seconds only: a query that waited longer (the bot was down, or
+    busy) is refused "query is too old" — the user has moved on, and nothing failed on our side."""
+    caplog.set_level(logging.INFO, logger="courier")
+    for number, user_id in enumerate((USER, STRANGER)):
+        stale = {"id": f"expired-{number}", "from": botapi_bot.emulator.user(user_id), "query": "cat", "offset": ""}
+        botapi_bot.inject_update({"inline_query": stale})  # an id Telegram no longer knows
+        refused = await inline.answer_of(botapi_bot, stale["id"])
+        assert "query is too old" in refused.failure.description
+
+    async def both_noted():
+        return sum("expired before its answer" in r.getMessage() for r in caplog.records) == 2
+
+    await until(both_noted, 10, "note of the expired queries")
+    assert not [r for r in caplog.records if "incident" in r.getMessage()]
