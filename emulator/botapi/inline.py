@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from .bot import EmulatedBot
 
 MAX_QUERY_CHARS = 256
+CHAT_TYPES = frozenset({"sender", "private", "group", "supergroup", "channel"})
+"""Where the query was typed: ``sender`` is the user's private chat with the bot itself."""
 MAX_RESULTS = 50
 _START_PARAMETER = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CACHED = {"photo": ("photo_file_id", "photo"), "document": ("document_file_id", "document"),
@@ -41,6 +43,8 @@ def inject_inline_query(bot: EmulatedBot, user_id: int, query: str, offset: str 
     """``user_id`` types ``@bot query`` (the next page: ``offset``); returns the InlineQuery."""
     if len(query) > MAX_QUERY_CHARS:
         raise ValueError(f"an inline query has at most {MAX_QUERY_CHARS} characters")
+    if chat_type not in CHAT_TYPES:
+        raise ValueError(f"chat_type is one of {sorted(CHAT_TYPES)}, not {chat_type!r}")
     inline_query = {"id": str(next(_ids)), "from": bot.emulator.user(user_id), "query": query,
                     "offset": offset, "chat_type": chat_type}
     bot.inline_queries[inline_query["id"]] = {"query": inline_query, "answer": None}

@@ -95,6 +95,8 @@ async def test_a_file_of_another_kind_and_a_second_answer_are_refused(tg, botapi
         await query.answer([])
     with pytest.raises(ValueError):  # Telegram clients send at most 256 characters
         inline.inject_inline_query(botapi_bot, USER, "x" * (inline.MAX_QUERY_CHARS + 1))
+    with pytest.raises(ValueError):
+        inline.inject_inline_query(botapi_bot, USER, "cat", chat_type="forum")
 
 
 async def test_the_test_api_asks_and_chooses(botapi, botapi_bot, tg):
