@@ -217,7 +217,24 @@ def _markup(params: dict[str, Any]) -> dict[str, Any] | None:
         data = button.get("callback_data")
         if data is not None and (not isinstance(data, str) or len(data.encode()) > 64):
             raise bad_request("BUTTON_DATA_INVALID")
+        _check_switch(button)
     return {"inline_keyboard": rows} if rows else None
+
+
+SWITCH_CHATS = ("allow_user_chats", "allow_bot_chats", "allow_group_chats", "allow_channel_chats")
+
+
+def _check_switch(button: dict[str, Any]) -> None:
+    """A ``switch_inline_query*`` button: a query String, or a SwitchInlineQueryChosenChat Object
+    (an optional ``query`` String and the chat types the picker may offer, Booleans)."""
+    for key in ("switch_inline_query", "switch_inline_query_current_chat"):
+        if key in button and not isinstance(button[key], str):
+            raise bad_request(f'can\'t parse inline keyboard button: field "{key}" must be of type String')
+    chosen = button.get("switch_inline_query_chosen_chat")
+    if chosen is not None and not (isinstance(chosen, dict) and isinstance(chosen.get("query", ""), str)
+                                   and all(isinstance(chosen.get(key, False), bool) for key in SWITCH_CHATS)):
+        raise bad_request("can't parse inline keyboard button: SwitchInlineQueryChosenChat must be an Object "
+                          "with a String query and Boolean allow_* fields")
 
 
 class EmulatedBot:

@@ -1,12 +1,14 @@
 """Inline mode in the emulator's web chat, headless Chromium against the real bot (python-telegram-bot,
-real PostgreSQL): ``@bot cat`` lists the user's own result, picking it posts it "via @bot"; a
-stranger's ``@bot`` lists nothing but the button to the bot's chat. Screenshots as test_chat's."""
+real PostgreSQL): ``@bot cat`` lists the user's own result, picking it posts it "via @bot"; a result's
+📤 Share lists that result alone; a stranger's ``@bot`` lists nothing but the button to the bot's
+chat. Screenshots as test_chat's."""
 
 from __future__ import annotations
 
 import pytest
 
 from comfyui_courier import i18n
+from comfyui_courier.bot.keyboards import result_keyboard
 from comfyui_courier.tests.bot.test_inline import result
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.browser.test_chat import artifacts, png
@@ -43,6 +45,24 @@ async def test_at_bot_lists_the_users_results_and_picking_one_posts_it_via_the_b
         await page.wait_for("document.querySelector('.message .via')?.textContent === "
                             f"'via @{botapi_bot.user['username']}'", what="the result posted via the bot")
         await page.screenshot(shots / "chat-inline-2-posted.png")
+
+        # 📤 Share under a result types "@bot <its token>", which lists that result only
+        other = await result(courier, botapi_bot, ADA, "another red cat")
+        async with courier.store.pool.acquire() as conn:
+            await conn.execute("INSERT INTO courier_result_buttons (token, job_id) VALUES ('tok-1', $1)", job)
+        await courier.bot.application.bot.send_message(ADA, "Done", reply_markup=result_keyboard(
+            "tok-1", lambda key: i18n.text("en", key)))
+        share = i18n.text("en", "button_share")
+        await page.wait_for(f"[...document.querySelectorAll('.keyboard button')].some((b) => b.textContent === "
+                            f"{share!r})", what="the Share button")
+        await page.evaluate(f"[...document.querySelectorAll('.keyboard button')].find((b) => b.textContent === "
+                            f"{share!r}).dataset.share = '1'")
+        await page.click("button[data-share]")
+        await page.wait_for(f"document.getElementById('text').value === '@{botapi_bot.user['username']} tok-1'",
+                            what="the shared query typed")
+        await page.wait_for(f"[...document.querySelectorAll('{RESULTS}')].map((li) => li.dataset.resultId).join() "
+                            f"=== '{job}-1'", what="the shared result alone")
+        assert other != job
 
         await page.goto(f"{botapi.url}/?user={GRETA}")  # a stranger: no results, the way to the bot's chat
         await page.wait_for("document.getElementById('bot-name').textContent.includes('@')", what="the bot")

@@ -120,3 +120,13 @@ async def test_the_test_api_asks_and_chooses(botapi, botapi_bot, tg):
                                    "chat_id": FRIEND}) as response:
             posted = await response.json()
     assert posted["via_bot"]["id"] == botapi_bot.id and posted["document"]["file_id"] == file_id
+
+
+@pytest.mark.parametrize("button", [{"text": "📤", "switch_inline_query_chosen_chat": "cat"},
+                                    {"text": "📤", "switch_inline_query_chosen_chat": {"query": 7}},
+                                    {"text": "📤", "switch_inline_query_chosen_chat": {"allow_user_chats": "yes"}},
+                                    {"text": "📤", "switch_inline_query": {"query": "cat"}}])
+async def test_switch_inline_buttons_are_checked_against_the_documented_fields(botapi, botapi_bot, tg, button):
+    botapi_bot.inject_text(USER, "/start")
+    with pytest.raises(BadRequest, match="(?i)can't parse inline keyboard button"):
+        await tg.send_message(USER, "a result", reply_markup={"inline_keyboard": [[button]]})

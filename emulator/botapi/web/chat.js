@@ -280,6 +280,7 @@ function renderMessage(message) {
 
 async function press(message, button) {
   if (button.url) return window.open(button.url, "_blank", "noreferrer");
+  if (switchInline(button)) return; // inline.js
   if (button.callback_data === undefined) return toast(`Not emulated: ${Object.keys(button).join(", ")}`);
   try {
     const query = await postJson(botPath("/callback_queries"),

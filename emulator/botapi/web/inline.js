@@ -1,6 +1,7 @@
 // Inline mode in the web chat: "@bot words" asks the bot (an inline_query through the test API) and
 // lists its answer above the field; picking a result posts it in this chat "via @bot", as Telegram
-// does. The answer's button (strangers get one) opens the bot's chat with /start <start_parameter>.
+// does. The answer's button (strangers get one) opens the bot's chat with /start <start_parameter>;
+// a result's 📤 Share button (switch_inline_query_chosen_chat) types "@bot <its query>".
 "use strict";
 
 const INLINE_DELAY_MS = 300;
@@ -74,6 +75,18 @@ async function chooseInline(queryId, result) {
   } catch (error) { return toast(error.message); }
   $("text").value = "";
   showInline([], null);
+}
+
+function switchInline(button) {
+  // A switch_inline_query* button (📤 Share): Telegram opens its chat picker, then "@bot query" in the
+  // chat picked; here, the one chat there is. False when the button is of another kind.
+  const chosen = button.switch_inline_query_chosen_chat;
+  const query = chosen ? chosen.query || "" : button.switch_inline_query ?? button.switch_inline_query_current_chat;
+  if (query === undefined) return false;
+  $("text").value = `@${state.bot.user.username} ${query}`;
+  $("text").focus();
+  inlineInput();
+  return true;
 }
 
 $("text").addEventListener("input", inlineInput);
