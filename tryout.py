@@ -123,6 +123,7 @@ async def run(options: Options) -> int:
         emulator = await start_emulator(options.port)
         stack.push_async_callback(emulator.stop)
         env = courier_environment(emulator.url, emulator.bots[0].token, data_dir)
+        env["COURIER_MINIAPP_URL"] = f"http://127.0.0.1:{options.comfyui_port}/courier/miniapp/"  # /app's form
         if anon is not None:
             network = await start_private_network(anon, scratch / "privnet")
             stack.push_async_callback(network.stop)

@@ -10,7 +10,10 @@ answered or not). Four parts (``--parts``), each in a share of ``--budget``:
 - ``jobs``: ``--jobs`` ``/demo`` jobs one at a time, each from a chat of its own (each starts at
   once), then ``--jobs`` more from as many chats at once (most of them wait in the queue).
   ``requests_per_job_mean`` and ``requests_per_job_max``: message requests in a job's chat, the
-  job's "Done" included (``requests_per_job_mean_started_at_once``: the first half alone).
+  job's "Done" included (``requests_per_job_mean_started_at_once``: the first half alone). Then
+  ``--jobs`` more one at a time, each sent by the Mini App form of a chat of its own (``/app``'s
+  button, put in the chat's keyboard directly: ``/app`` itself is not the job's):
+  ``requests_per_miniapp_job_mean``, to equal ``requests_per_job_mean_started_at_once``.
 - ``backlog``: ``--backlog`` ``/demo`` jobs from ``--backlog-users`` users at once (the per-user cap
   raised to fit). ``result_wait_p99_ms`` (and ``_median_ms``): ComfyUI's ``execution_success`` of a
   job (its history stamp) → its result file (``sendDocument``) reaching the Bot API, a chat's jobs
@@ -47,6 +50,7 @@ import argparse
 import asyncio
 import bisect
 import contextlib
+import json
 import re
 import statistics
 import sys
@@ -72,7 +76,8 @@ from load import CHAT_BASE, burst, ingest_figures
 
 PARTS = {"jobs": 0.1, "backlog": 0.4, "flood": 0.2, "flood_with_jobs": 0.3}
 """Each part and its share of the budget (after ComfyUI's start)."""
-AT_ONCE_CHAT, QUEUED_CHAT, BACKLOG_CHAT = 10_000, 20_000, 30_000
+AT_ONCE_CHAT, QUEUED_CHAT, BACKLOG_CHAT, MINIAPP_CHAT = 10_000, 20_000, 30_000, 40_000
+FORM_BUTTON = {"text": "🎨 New picture", "web_app": {"url": "https://forms.example/courier/"}}
 QUIET_S = 2.0
 """No message request for this long, and none in flight: a part's requests are all made."""
 STOP_RESERVE_S = 15.0
@@ -186,6 +191,7 @@ async def _jobs(emulator, bot, conn, jobs: int, deadline: Deadline) -> tuple[lis
     """The ``jobs`` part's figures, and whether they are partial (its time ran out: the jobs that ended)."""
     at_once = [AT_ONCE_CHAT + index for index in range(jobs)]
     queued = [QUEUED_CHAT + index for index in range(jobs)]
+    by_form = [MINIAPP_CHAT + index for index in range(jobs)]
     partial = False
     try:
         for index, user in enumerate(at_once):
@@ -194,6 +200,11 @@ async def _jobs(emulator, bot, conn, jobs: int, deadline: Deadline) -> tuple[lis
         for index, user in enumerate(queued):
             bot.inject_text(user, f"/demo channel queued {index}")
         await finished(conn, queued, jobs, deadline, "the jobs sent at once")
+        for index, user in enumerate(by_form):
+            bot.keyboards[user] = {"keyboard": [[FORM_BUTTON]]}
+            bot.inject_web_app_data(user, json.dumps({"v": 1, "line": f"/demo channel form {index}"}),
+                                    FORM_BUTTON["text"])
+            await finished(conn, [user], 1, deadline, f"form job {index}")
     except OutOfTime as error:
         note(f"jobs: {error} (the part's time ran out): its figures count the jobs that said Done")
         partial = True
@@ -214,6 +225,9 @@ async def _jobs(emulator, bot, conn, jobs: int, deadline: Deadline) -> tuple[lis
              ("requests_per_job_max", max(counts.values()), "requests")]
     if first:
         found.append(("requests_per_job_mean_started_at_once", statistics.mean(first), "requests"))
+    formed = [len(chats[user]) for user in by_form if any(is_done(call) for call in chats[user])]
+    if formed:
+        found.append(("requests_per_miniapp_job_mean", statistics.mean(formed), "requests"))
     return found, partial
 
 

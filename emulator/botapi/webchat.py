@@ -5,6 +5,9 @@ writes the test API (``control``): it plays the users, follows a chat's server-s
 events and shows what the bot did. ``/?bot=<token>&user=<id>`` picks a bot and a
 user; without them, the first bot and the first user (made up when there is none).
 Typing ``@<bot> words`` asks the bot in inline mode and lists its answer (``web/inline.js``).
+The chat's reply keyboard shows under the field; a ``web_app`` button opens its Mini App in an
+overlay, which may be a loopback ``http://`` page (``try``'s), where Telegram takes HTTPS only
+(``web/miniapp.js``, ``keyboards``).
 """
 
 from __future__ import annotations

@@ -106,6 +106,7 @@ function show(view) {
   }
   keepAtBottom();
   showAnswers();
+  showKeyboard(view.keyboard); // miniapp.js
   if (document.activeElement === $("text")) suggest(); // the menu may have come (or changed) since the last key
 }
 
