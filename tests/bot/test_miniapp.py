@@ -5,14 +5,18 @@ tests/browser/test_miniapp.py's)."""
 
 import base64
 import dataclasses
+import hashlib
 import json
 import zlib
+from datetime import datetime, timezone
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from comfyui_courier import i18n
-from comfyui_courier.store import backends
+from comfyui_courier.bot import miniapp
+from comfyui_courier.store import backends, commands
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.polling import until
 
@@ -156,3 +160,19 @@ async def test_without_a_url_there_is_no_button_and_app_says_how_to_set_it_up(co
     assert await reply(botapi_bot, typed(botapi_bot, "/app")) == en("miniapp_unset")
     assert "reply_markup" not in next(c for c in reversed(botapi_bot.outbox) if c.method == "sendMessage").params
     assert USER not in botapi_bot.keyboards
+
+
+def test_past_2000_characters_the_page_gets_its_words_and_a_text_field():
+    img = json.loads((Path(miniapp.__file__).parents[1] / "workflows" / "api" / "img.json").read_text())
+    now = datetime.now(timezone.utc)
+
+    def listed(count: int) -> list[commands.Command]:  # names deflate cannot shrink
+        return [commands.Command(name=hashlib.sha256(bytes([index])).hexdigest()[:32], description="", workflow=img,
+                                 owner=None, enabled=True, source="published", created_at=now, updated_at=now)
+                for index in range(count)]
+
+    few = miniapp.page_url(PAGE, "ru", listed(3), {})
+    assert [c["name"] for c in page_data(few)["commands"]] == [c.name for c in listed(3)]
+    many = miniapp.page_url(PAGE, "ru", listed(80), {})
+    assert len(many) <= 2000 and page_data(many) == {"words": miniapp.words("ru")}
+    assert page_data(many)["words"]["line"] == i18n.text("ru", "miniapp_line")
