@@ -12,7 +12,7 @@ from .db import Db, acquire, query
 
 
 class Result(NamedTuple):
-    """One file a job sent: its output record (``kind``, ``file_id``, ``filename``...) and what made it."""
+    """One file a job sent: its delivery's record (``kind``, ``file_id``, ``filename``...) and what made it."""
 
     job_id: int
     position: int

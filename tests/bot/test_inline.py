@@ -1,7 +1,8 @@
 """Inline mode end to end: python-telegram-bot ⇄ Bot API emulator (``inline``), real PostgreSQL.
 
-The results are jobs that succeeded, written as the dispatcher writes them, whose files the emulator
-keeps (sent to the bot's chat): inline mode only reads them, so no backend renders anything here.
+The results are mostly jobs that succeeded, written as the dispatcher writes them, whose files the
+emulator keeps: inline mode only reads them, so no backend need render them; the last test has a
+real ComfyUI render one and its delivery record it.
 """
 
 import json
@@ -16,6 +17,7 @@ from comfyui_courier.emulator.botapi import inline
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.polling import until
+from comfyui_courier.tests.support.requires import require_comfyui
 
 USER, OTHER, STRANGER, FRIEND = 111, 222, 333, 444
 
@@ -40,16 +42,18 @@ async def sql(courier, statement: str, *args):
 
 async def result(courier, bot, user_id: int, prompt: str, filename: str = "courier_00001_.png",
                  data: bytes | None = None) -> int:
-    """A succeeded /img job of ``user_id`` whose one file (a document the emulator keeps) reached the chat."""
+    """A succeeded /img job of ``user_id`` whose one file (a document the emulator keeps) reached the chat,
+    recorded as the job's runner records it (``courier_deliveries``)."""
     document = bot.inject_document(user_id, data or f"{user_id} {prompt}".encode(), filename,
                                    mime_type="image/png")["document"]
+    record = {"kind": "image", "file_id": document["file_id"], "filename": filename, "message_ids": [1]}
     await sql(courier, "INSERT INTO courier_users (user_id, allowed) VALUES ($1, true) ON CONFLICT DO NOTHING",
               user_id)
     [row] = await sql(courier, "INSERT INTO courier_jobs (user_id, chat_id, command, params, status, result) "
                                "VALUES ($1, $1, 'img', $2, 'succeeded', $3) RETURNING id", user_id,
-                      {"prompt": prompt, "options": "--steps 4"},
-                      {"outputs": [{"kind": "image", "file_id": document["file_id"], "filename": filename,
-                                    "message_ids": [1]}]})
+                      {"prompt": prompt, "options": "--steps 4"}, {"outputs": [record]})
+    await sql(courier, "INSERT INTO courier_deliveries (job_id, output, status, record) VALUES ($1, '9:0', 'sent', $2)",
+              row["id"], record)
     return row["id"]
 
 
@@ -168,3 +172,22 @@ async def test_a_query_that_expired_before_its_answer_is_no_incident(botapi_bot,
 
     await until(both_noted, 10, "note of the expired queries")
     assert not [r for r in caplog.records if "incident" in r.getMessage()]
+
+
+async def test_a_rendered_result_is_listed_by_the_file_id_its_delivery_recorded(
+        botapi, botapi_bot, pg_database, tmp_path, request):
+    """The whole chain: a real ComfyUI renders /demo, the delivery records the file, inline mode lists it."""
+    require_comfyui()
+    comfyui = request.getfixturevalue("comfyui")
+    async with running_courier(botapi, botapi_bot, pg_database, comfyui.url, tmp_path,
+                               COURIER_ALLOWED_USERS=f"{USER},{OTHER}") as courier:
+        botapi_bot.inject_text(USER, "/demo a green fox")
+        sent = await botapi_bot.wait_for_call("sendDocument", timeout=120)
+
+        async def kept():  # listed from when the runner recorded that Telegram took it
+            return await sql(courier, "SELECT 1 FROM courier_deliveries WHERE status = 'sent'")
+
+        await until(kept, 30, "the delivery's record")
+        found = (await ask(botapi_bot, USER, "fox"))[0]["results"]
+        assert [(r["type"], r["document_file_id"]) for r in found] == [("document", sent.result["document"]["file_id"])]
+        assert (await ask(botapi_bot, OTHER, "fox"))[0]["results"] == []
