@@ -14,6 +14,7 @@ from comfyui_courier import i18n
 from comfyui_courier.bot import inline as bot_inline
 from comfyui_courier.bot.keyboards import result_keyboard
 from comfyui_courier.emulator.botapi import inline
+from comfyui_courier.tests.emulator.test_botapi import gif, mp4_header
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.polling import until
@@ -103,6 +104,23 @@ async def test_a_users_results_are_theirs_only_by_words_newest_first_paged_and_p
 def hints(bot, hint: str) -> int:
     return sum(c.method == "sendMessage" and c.params["text"] == hint and c.params["chat_id"] == USER
                for c in bot.outbox)
+
+
+async def test_a_video_and_a_gif_are_listed_as_what_they_were_sent_as(botapi_bot, courier):
+    """The delivery sent a video with sendVideo and a GIF with sendAnimation: their file ids are of those kinds."""
+    bot = courier.bot.application.bot
+    botapi_bot.inject_text(USER, "hello")  # Telegram: the bot may write to a user once they wrote to it
+    video = (await bot.send_video(USER, mp4_header(64, 48, 2), filename="courier_00001_.mp4")).video.file_id
+    animation = (await bot.send_animation(USER, gif(3, 100), filename="courier_00002_.gif")).animation.file_id
+    [job] = await sql(courier, "INSERT INTO courier_jobs (user_id, chat_id, command, params, status) "
+                               "VALUES ($1, $1, 'wan', '{\"prompt\": \"a fox runs\"}', 'succeeded') RETURNING id", USER)
+    for output, (file_id, filename) in enumerate(((video, "courier_00001_.mp4"), (animation, "courier_00002_.gif"))):
+        await sql(courier, "INSERT INTO courier_deliveries (job_id, output, status, record) "
+                           "VALUES ($1, $2, 'sent', $3)",
+                  job["id"], f"9:{output}", {"kind": "video", "file_id": file_id, "filename": filename})
+    found = (await ask(botapi_bot, USER, "fox"))[0]["results"]
+    assert [(r["type"], r.get("video_file_id") or r.get("gif_file_id")) for r in found] == [
+        ("video", video), ("gif", animation)]
 
 
 async def test_the_share_buttons_query_lists_that_result_only(botapi_bot, courier):
