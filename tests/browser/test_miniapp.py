@@ -18,9 +18,11 @@ import pytest
 from PIL import Image
 
 from comfyui_courier import i18n
-from comfyui_courier.store import backends
+from comfyui_courier.store import backends, sessions
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.browser.test_chat import artifacts
+from comfyui_courier.tests.browser.test_try import READY_S, environment, folder, read_until, running_try  # noqa: F401
+from comfyui_courier.tests.fixtures.comfyui import free_port
 from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.polling import until
@@ -93,6 +95,8 @@ async def test_the_form_from_the_keyboard_queues_the_typed_command_s_job(courier
         sent = await botapi_bot.wait_for_call("sendDocument", timeout=RUN_S,
                                               where=lambda c: c.params.get("chat_id") == USER)
         assert Image.open(io.BytesIO(botapi_bot.file_bytes(sent.result["document"]["file_id"]))).size == (128, 128)
+        await until(lambda: sessions.get_session(courier.store.pool, USER, USER), RUN_S,
+                    "the result kept as the chat's last (what --strength works on)")
 
         await page.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
         await fill_form(page, {"command": "img", "prompt": "a dark cat", "strength": "0.5"})
@@ -122,3 +126,25 @@ async def rows_at_least(courier, bot, count: int, what: str, page=None) -> None:
         said = [c.params.get("text") or c.params.get("caption") for c in bot.outbox][-5:]
         shown = await page.evaluate("document.getElementById('toast').textContent") if page else None
         raise AssertionError(f"{error}; the bot said last: {said}; the chat's toast: {shown}") from None
+
+
+async def test_try_serves_the_form_and_its_chat_opens_it(request, tmp_path):
+    """``try`` as a user runs it: /app's button opens the page ComfyUI serves, and its /img gets a picture."""
+    comfyui = request.getfixturevalue("folder")  # test_try's: a user's ComfyUI folder with the tiny models
+    port, comfyui_port = free_port(), free_port()
+    async with running_try(comfyui, port, comfyui_port, environment(tmp_path / "tmp")) as process:
+        await read_until(process.stdout, "Courier is ready", READY_S)
+        async with Chromium(require_chromium(), tmp_path / "profile", "--disable-web-security",
+                            "--disable-site-isolation-trials") as browser:
+            page = await browser.new_page()
+            await page.goto(f"http://127.0.0.1:{port}/")
+            await page.wait_for("document.getElementById('user').options.length === 3", what="the users")
+            await page.type("#text", "/app")
+            await page.click("#send")
+            await fill_form(page, {"command": "img", "prompt": "a cat", "size": "128", "steps": "4"})
+            opened = await page.evaluate(f"{FORM}.location.href")
+            assert opened.startswith(f"http://127.0.0.1:{comfyui_port}/courier/miniapp/#courier=1."), opened
+            await page.evaluate(f"{FORM}.getElementById('send').click()")
+            await page.wait_for("[...document.querySelectorAll('.message.from-bot img.media')].some((img) => "
+                                "img.complete && img.naturalWidth === 128)", RUN_S, "the form's /img picture")
+            assert not page.console, page.console
