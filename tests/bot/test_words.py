@@ -183,7 +183,7 @@ async def test_help_lists_every_command_the_user_may_use_grouped(courier, botapi
     botapi_bot.inject_text(USER, "/help")
     groups = [g for g in help_groups(await reply_with(botapi_bot, "Commands:")) if g]
     assert "demo" in groups[0] and "status" not in groups[0]
-    assert groups[1] == ["status", "cancel", "history", "quota", "lang", "forget", "settings", "models"]
+    assert groups[1] == ["status", "cancel", "history", "quota", "lang", "forget", "settings", "models", "app"]
     assert len(groups) == 2  # no admin commands for a user
 
 
@@ -192,7 +192,7 @@ async def test_an_admin_s_help_also_lists_the_admin_commands(courier, botapi_bot
     botapi_bot.inject_text(ADMIN, "/help")
     text = await reply_with(botapi_bot, "Commands:", chat_id=ADMIN)
     groups = [g for g in help_groups(text) if g]
-    assert groups[1] == ["status", "cancel", "history", "quota", "lang", "forget", "settings", "models"]
+    assert groups[1] == ["status", "cancel", "history", "quota", "lang", "forget", "settings", "models", "app"]
     assert {"allow", "disallow", "queue", "ban", "unban", "stats", "bench", "compare", "backends"} == set(groups[2])
     assert "For admins:" in text
 
