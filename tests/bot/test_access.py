@@ -237,8 +237,8 @@ async def test_admin_commands_are_in_the_admins_menu_only(botapi, botapi_bot, pg
         for language in ("", *i18n.LANGUAGES):
             everyone = [c["command"] for c in botapi_bot.commands[(default_scope, language)]]
             admins = [c["command"] for c in botapi_bot.commands[(admin_scope, language)]]
-            assert everyone[-9:] == ["help", "status", "cancel", "history", "quota", "lang", "forget", "settings",
-                                     "models"]
+            assert everyone[-10:] == ["help", "status", "cancel", "history", "quota", "lang", "forget", "settings",
+                                      "models", "app"]
             assert admins == everyone + ["queue", "allow", "disallow", "ban", "unban", "stats", "bench", "compare",
                                          "backends"]
         german = {c["command"]: c["description"] for c in botapi_bot.commands[(admin_scope, "de")]}
