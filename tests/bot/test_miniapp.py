@@ -4,7 +4,6 @@ emulator, real PostgreSQL, the fake ComfyUI offering model files (the browser an
 tests/browser/test_miniapp.py's)."""
 
 import base64
-import dataclasses
 import hashlib
 import json
 import zlib
@@ -31,15 +30,10 @@ def en(key: str, **params) -> str:
     return i18n.text("en", key, **params)
 
 
-def offer(fake, node: str, name: str, files: list[str]) -> None:
-    spec = fake.nodes[node]
-    fake.nodes[node] = dataclasses.replace(spec, required={**spec.required, name: [files, {}]})
-
-
 @pytest.fixture
 async def courier(botapi, botapi_bot, pg_database, fake_comfy, tmp_path, request):
-    offer(fake_comfy, "CheckpointLoaderSimple", "ckpt_name", ["tiny-sd15.safetensors"])
-    offer(fake_comfy, "LoraLoader", "lora_name", ["tiny-lora-sd15.safetensors"])
+    fake_comfy.offer("CheckpointLoaderSimple", "ckpt_name", ["tiny-sd15.safetensors"])
+    fake_comfy.offer("LoraLoader", "lora_name", ["tiny-lora-sd15.safetensors"])
     page = getattr(request, "param", PAGE)
     async with running_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
                                COURIER_ALLOWED_USERS=str(USER), COURIER_MINIAPP_URL=page) as service:

@@ -2,7 +2,6 @@
 Bot API emulator, real PostgreSQL, the fake ComfyUI offering model files in its loaders' lists (what the
 health checks read into the backends table). Sampling itself is tests/integration/test_img_real.py's."""
 
-import dataclasses
 
 import pytest
 
@@ -22,15 +21,10 @@ def en(key: str, **params) -> str:
     return i18n.text("en", key, **params)
 
 
-def offer(fake, node: str, name: str, files: list[str]) -> None:
-    spec = fake.nodes[node]
-    fake.nodes[node] = dataclasses.replace(spec, required={**spec.required, name: [files, {}]})
-
-
 @pytest.fixture
 async def courier(botapi, botapi_bot, pg_database, fake_comfy, tmp_path):
-    offer(fake_comfy, "CheckpointLoaderSimple", "ckpt_name", CHECKPOINTS)
-    offer(fake_comfy, "LoraLoader", "lora_name", LORAS)
+    fake_comfy.offer("CheckpointLoaderSimple", "ckpt_name", CHECKPOINTS)
+    fake_comfy.offer("LoraLoader", "lora_name", LORAS)
     async with running_courier(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
                                COURIER_ALLOWED_USERS=f"{ADMIN},{USER}", COURIER_ADMIN_USERS=str(ADMIN)) as service:
         await until(lambda: backends.model_choices(service.store.pool), 30, "model lists in the backends table")

@@ -518,6 +518,11 @@ class FakeComfyUI:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    def offer(self, node: str, name: str, files: list[str]) -> None:
+        """Have ``node``'s combo input ``name`` list ``files`` (a backend's model files) in /object_info."""
+        spec = self.nodes[node]
+        self.nodes[node] = dataclasses.replace(spec, required={**spec.required, name: [files, {}]})
+
     def fail_next(self, exception_message: str = "fake failure", exception_type: str = "RuntimeError",
                   node_type: str | None = None) -> None:
         """Make the next prompt raise in its first running node (or its first node of ``node_type``)."""
