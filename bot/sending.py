@@ -84,7 +84,7 @@ async def send(call: Callable[[], Awaitable[T]], what: str, patience: Patience =
         backoff_s = patience.wait_s(tries)
         if waited_s + backoff_s > patience.total_s:
             raise ChatUnavailable(str(error), retry_after_s) from error
-        wait_s = max(backoff_s, retry_after_s or 0.0)
+        wait_s = patience.wait_s(tries, retry_after_s)
         log.info("%s failed (%s), try %d in %.1f s", what, error, tries + 1, wait_s)
         await asyncio.sleep(wait_s)
         tries, waited_s = tries + 1, waited_s + backoff_s
