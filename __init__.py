@@ -5,7 +5,7 @@ Importing does no I/O and starts nothing: inside ComfyUI it only registers our
 routes and a cleanup context on the aiohttp app; services start with the app.
 """
 
-from ._version import __version__
+from .core._version import __version__
 
 WEB_DIRECTORY = "./js"
 

@@ -7,8 +7,8 @@ import asyncio
 import signal
 from pathlib import Path
 
-from .config import CONFIG_FILE_NAME, SettingsError, load_settings
-from .logs import log_to_console
+from .core.config import CONFIG_FILE_NAME, SettingsError, load_settings
+from .core.logs import log_to_console
 
 
 def main(argv: list[str]) -> int:
@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
 
         return emulator_main(rest)
     if args.command == "try":
-        from .tryout import main as try_main
+        from .tools.tryout import main as try_main
 
         return try_main(rest)
     if args.command == "anyone-client":
@@ -55,15 +55,15 @@ def main(argv: list[str]) -> int:
 
         return multi_main(rest)
     if args.command == "catalogs":
-        from .catalogs import main as catalogs_main
+        from .tools.catalogs import main as catalogs_main
 
         return catalogs_main(rest)
     if args.command == "tiny-models":
-        from .tiny_models import main as tiny_main
+        from .tools.tiny_models import main as tiny_main
 
         return tiny_main(rest)
     if args.command == "settings":
-        from .config import configuration_markdown
+        from .core.config import configuration_markdown
 
         print(configuration_markdown(), end="")
         return 0

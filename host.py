@@ -11,10 +11,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .editor_proof import EDITOR_GATE, EditorGate
-from .logs import get_logger
+from .core.logs import get_logger
 from .runtime import COURIER, Courier
 from .server_routes import ROUTE_TABLES
+from .server_routes.editor_proof import EDITOR_GATE, EditorGate
 from .server_routes.host_guard import host_guard
 
 log = get_logger("host")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ._version import __version__
-from .config import CONFIG_FILE_NAME, Settings, SettingsError, load_settings
-from .health import Health
-from .logs import get_logger
+from .core._version import __version__
+from .core.config import CONFIG_FILE_NAME, Settings, SettingsError, load_settings
+from .core.health import Health
+from .core.logs import get_logger
 
 log = get_logger("runtime")
 
@@ -190,7 +190,7 @@ class Courier:
                                      credentials=bot_credentials(self.data_dir / "anyone" / CREDENTIALS))
         self.bot.dispatcher = self.dispatcher
         await self.dispatcher.start()
-        from .retention import Retention
+        from .jobs.retention import Retention
 
         self.retention = Retention(self.store.pool, self.dispatcher.clients, self.settings.retention_days)
         self.retention.start()

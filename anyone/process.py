@@ -30,7 +30,7 @@ from pathlib import Path
 import stem
 import stem.control
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from .errors import AnonStartError
 
 Options = list[tuple[str, str]]  # torrc lines; keys may repeat

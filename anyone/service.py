@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from .errors import AnonStartError, AnyoneError, ClientAuthError
 from .gateway import Gateway, NodeTypes
 from .hidden_service import CREDENTIAL, CREDENTIALS, HiddenService, exposure_warning

@@ -34,7 +34,7 @@ async def main(token: str, api_url: str, max_jobs: str, data_dir: str, backend: 
     recorder = Recorder() if os.environ.get(TRACE_FILE) else None
     if recorder:
         recorder.install()
-    from comfyui_courier.config import load_settings
+    from comfyui_courier.core.config import load_settings
     from comfyui_courier.runtime import Courier
 
     settings = load_settings(None, {"TELEGRAM_BOT_TOKEN": token, "COURIER_TELEGRAM_API_URL": api_url,

@@ -211,7 +211,7 @@ async def fairness(courier, bot, deadline: Deadline) -> int:
 
 async def measure(comfy_url: str, rounds: int, depth: int, deadline: Deadline) -> None:
     load_pack()
-    from comfyui_courier.config import load_settings
+    from comfyui_courier.core.config import load_settings
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.jobs.comfy_client import ComfyClient
     from comfyui_courier.runtime import Courier

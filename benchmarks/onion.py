@@ -132,7 +132,7 @@ async def published_address(comfy, deadline: Deadline) -> str:
 
 async def start_bot(emulator, backend: str, data_dir: Path, anyone_env: dict):
     """A Courier in this process (bot + dispatcher + embedded PostgreSQL) for one backend URL."""
-    from comfyui_courier.config import load_settings
+    from comfyui_courier.core.config import load_settings
     from comfyui_courier.runtime import Courier
 
     bot = emulator.add_bot()
@@ -253,7 +253,7 @@ async def run(args, deadline: Deadline) -> None:
     from comfyui_courier.anyone.install import find_anon
     from comfyui_courier.anyone.privnet import PrivateNetwork
     from comfyui_courier.anyone.service import AnyoneService
-    from comfyui_courier.config import Settings
+    from comfyui_courier.core.config import Settings
 
     anon = find_anon(os.environ.get("COURIER_ANON_BINARY", ""))
     if anon is None or not anon.is_file():

@@ -97,7 +97,7 @@ async def run_jobs(courier, bot, count: int, label: str, servers) -> dict:
 
 async def measure(servers, jobs: int, deadline: Deadline) -> tuple[dict, dict]:
     load_pack()
-    from comfyui_courier.config import load_settings
+    from comfyui_courier.core.config import load_settings
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.runtime import Courier
     from comfyui_courier.store import backends, commands

@@ -23,10 +23,10 @@ from datetime import datetime
 
 from telegram import Update
 
-from ..config import EVERYONE, Settings
-from ..i18n import message_id
+from ..core.config import EVERYONE, Settings
+from ..core.i18n import message_id
+from ..core.logs import get_logger
 from ..jobs.submit import Quota
-from ..logs import get_logger
 from ..store import access, jobs
 from . import miniapp
 from .context import CHOSEN_LANGUAGE, STORED_ADMIN, CourierContext

@@ -22,8 +22,8 @@ from telegram import Update
 from telegram.constants import MessageLimit
 from telegram.error import TelegramError
 
-from .. import i18n
-from ..config import EVERYONE
+from ..core import i18n
+from ..core.config import EVERYONE
 from ..gpu import compare_view
 from ..gpu.compare import build_table, to_text
 from ..gpu.storage import load_runs

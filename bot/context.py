@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
-from .. import i18n
-from ..config import Settings
+from ..core import i18n
+from ..core.config import Settings
 from ..jobs.submit import announce, submit
 from .limiter import STATUS
 from .parsing import profile

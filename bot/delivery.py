@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from telegram import Bot, InlineKeyboardMarkup, InputMediaDocument, InputMediaPhoto, Message
 from telegram.constants import FileSizeLimit
 
-from ..imaging import ANIMATION_SUFFIXES, VIDEO_SUFFIXES
+from ..core.imaging import ANIMATION_SUFFIXES, VIDEO_SUFFIXES
+from ..core.logs import get_logger
 from ..jobs.ports import ChatError, SentFn
-from ..logs import get_logger
 from .sending import send
 
 log = get_logger("delivery")

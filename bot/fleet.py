@@ -22,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from ..store import send_slots
 from .windows import TELEGRAM, Limit
 

@@ -18,7 +18,7 @@ import secrets
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.error import TelegramError
 
-from .. import retention
+from ..jobs import retention
 from ..store import access, jobs, privacy
 from . import admin
 from .context import CourierContext

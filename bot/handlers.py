@@ -27,9 +27,9 @@ from telegram.ext import (
     filters,
 )
 
-from .. import i18n
+from ..core import i18n
+from ..core.logs import get_logger
 from ..jobs.options import WIDEST, command_options, offered
-from ..logs import get_logger
 from ..store import commands, jobs
 from ..store.errors import is_outage
 from . import access, admin, buttons, defaults, forget, inline, keyboards, languages, miniapp, models

@@ -28,8 +28,8 @@ from telegram import (
 )
 from telegram.error import BadRequest
 
-from ..imaging import ANIMATION_SUFFIXES
-from ..logs import get_logger
+from ..core.imaging import ANIMATION_SUFFIXES
+from ..core.logs import get_logger
 from ..store import inline
 from .context import CourierContext
 from .parsing import clean_text, echo

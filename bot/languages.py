@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 
-from .. import i18n
+from ..core import i18n
 from ..store import users
 from .context import CHOSEN_LANGUAGE, CourierContext
 from .parsing import clean_text, parse_command

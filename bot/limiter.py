@@ -23,7 +23,7 @@ from collections.abc import Callable
 from telegram.error import RetryAfter
 from telegram.ext import BaseRateLimiter
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from .windows import TELEGRAM, FloodHits, Gate, Limits, messages_in
 
 log = get_logger("bot.limiter")

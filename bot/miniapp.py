@@ -20,7 +20,7 @@ import zlib
 
 from telegram import KeyboardButton, ReplyKeyboardMarkup, Update, WebAppInfo
 
-from .. import i18n
+from ..core import i18n
 from ..jobs.options import LORA_WEIGHTS, command_options, listing
 from ..jobs.workflow import WorkflowError
 from ..store import backends, commands

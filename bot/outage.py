@@ -10,8 +10,8 @@ import contextlib
 from telegram import Update
 from telegram.error import TelegramError
 
-from .. import i18n
-from ..logs import get_logger
+from ..core import i18n
+from ..core.logs import get_logger
 
 log = get_logger("bot")
 

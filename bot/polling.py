@@ -20,7 +20,7 @@ from telegram import Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from ..store import StoreError, polled_updates
 from ..store.errors import is_outage
 from .outage import tell_waiting

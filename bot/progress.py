@@ -33,8 +33,8 @@ from collections.abc import Awaitable, Callable
 from telegram import Bot, InputMediaPhoto
 from telegram.error import BadRequest, TelegramError
 
+from ..core.logs import get_logger
 from ..jobs.ports import QUICK, ChatError, Patience, TakeFn
-from ..logs import get_logger
 from ..store.errors import StoreError
 from .limiter import STATUS
 from .sending import send

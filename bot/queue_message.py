@@ -25,9 +25,9 @@ import time
 
 from telegram.error import TelegramError
 
-from .. import i18n
+from ..core import i18n
+from ..core.logs import get_logger
 from ..jobs.ports import ChatError
-from ..logs import get_logger
 from ..store import queue_messages
 from ..store.errors import StoreError
 from .limiter import STATUS

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from telegram import Message, Update
 from telegram.constants import FileSizeLimit
 
-from .. import imaging
+from ..core import imaging
 from ..jobs.model_names import job_graph
 from ..jobs.options import TARGETS, OptionError, command_options, plan
 from ..jobs.workflow import requires_image

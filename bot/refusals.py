@@ -28,8 +28,8 @@ from collections.abc import Callable
 from telegram import Message
 from telegram.error import TelegramError
 
-from ..i18n import message_id
-from ..logs import get_logger
+from ..core.i18n import message_id
+from ..core.logs import get_logger
 from .windows import Gate, Limit
 
 log = get_logger("bot")

@@ -25,6 +25,7 @@ from telegram.error import (
     TimedOut,
 )
 
+from ..core.logs import get_logger
 from ..jobs.ports import (
     QUICK,
     ChatBlocked,
@@ -34,7 +35,6 @@ from ..jobs.ports import (
     Patience,
     UploadTooLarge,
 )
-from ..logs import get_logger
 
 log = get_logger("sending")
 

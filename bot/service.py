@@ -14,10 +14,10 @@ from telegram import BotCommand, BotCommandScopeChat, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes
 
-from .. import i18n
-from ..config import Secret, Settings
-from ..health import Health
-from ..logs import get_logger
+from ..core import i18n
+from ..core.config import Secret, Settings
+from ..core.health import Health
+from ..core.logs import get_logger
 from ..store import access as access_store
 from ..store import commands, webhook_secrets
 from .access import offer_ownership

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from ..store import StoreError, backends
 from .comfy_client import ComfyClient, ComfyError
 from .errors import is_model_file

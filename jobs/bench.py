@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from .. import imaging
+from ..core import imaging
+from ..core.logs import get_logger
 from ..gpu.session import is_link, with_benchmark_node
-from ..logs import get_logger
 from ..store import benchmarks
 from .comfy_client import (
     BackendUnavailable,

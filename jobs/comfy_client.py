@@ -27,7 +27,7 @@ from urllib.parse import quote
 import aiohttp
 from aiohttp_socks import ProxyConnectionError, ProxyError, ProxyTimeoutError
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from .errors import (
     BackendUnavailable,
     ComfyError,

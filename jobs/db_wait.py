@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from .ports import StatusMessage
 
 log = get_logger("jobs")

@@ -34,12 +34,12 @@ from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from .. import i18n
 from ..anyone.gateway import CREDENTIAL_HEADER
 from ..anyone.transport import make_connector
-from ..config import Settings
-from ..health import Health
-from ..logs import get_logger
+from ..core import i18n
+from ..core.config import Settings
+from ..core.health import Health
+from ..core.logs import get_logger
 from ..store import backends, deliveries, jobs
 from ..store.db import Patient
 from ..store.errors import StoreError

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .. import i18n
+from ..core import i18n
 from .model_sources import model_url
 
 MESSAGES: Mapping[str, str] = i18n.catalog("en")

@@ -17,8 +17,8 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 
-from .. import imaging
-from ..logs import get_logger
+from ..core import imaging
+from ..core.logs import get_logger
 from ..store import buttons, deliveries, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from . import upscale

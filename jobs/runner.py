@@ -11,7 +11,7 @@ import dataclasses
 import datetime
 from collections.abc import Awaitable, Callable
 
-from ..config import Settings
+from ..core.config import Settings
 from ..store import deliveries
 from .comfy_client import ComfyClient
 from .handoff import Handoff

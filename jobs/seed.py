@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import i18n
-from ..logs import get_logger
+from ..core import i18n
+from ..core.logs import get_logger
 from ..store import commands
 from . import model_graph
 from .workflow import input_node

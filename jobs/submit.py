@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from ..store import jobs
 from .ports import ChatError, DeliveryUnconfirmed
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from comfy_api.v0_0_2 import io
 
-from .. import imaging
+from ..core import imaging
 from ..jobs.file_inputs import NOT_A_COURIER_PICTURE, courier_picture_name
 from ..jobs.options import (
     DEFAULT_DECLARATION,

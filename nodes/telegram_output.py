@@ -22,9 +22,9 @@ from typing import Any, NamedTuple
 
 from comfy_api.v0_0_2 import io
 
-from .. import imaging
-from ..editor_proof import EDITOR_GATE, Approval
+from ..core import imaging
 from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
+from ..server_routes.editor_proof import EDITOR_GATE, Approval
 from .prefix import courier_prefix
 
 IMAGES_AS = ("images", "animation")

@@ -37,7 +37,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from ..runtime import COURIER, Courier
 from ..store import StoreError
 

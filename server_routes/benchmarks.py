@@ -45,7 +45,7 @@ async def benchmark_runs(request: web.Request) -> web.Response:
 @endpoint(ADMIN)
 async def run_benchmark(request: web.Request) -> web.Response:
     """Queue ``/bench`` for a stored command; the report and chart go to ``chat_id`` (an admin's chat)."""
-    from .. import i18n
+    from ..core import i18n
     from ..jobs import bench as bench_job
     body = check_body(await read_json(request), {"command": Field(str, required=True, max_length=32),
                                                  "repeats": Field(int), "chat_id": Field(int, required=True)})

@@ -23,7 +23,7 @@ from collections.abc import Collection
 
 from aiohttp import web
 
-from .. import i18n
+from ..core import i18n
 from ..jobs import autopublish
 from ..jobs.errors import Problem, render_problems
 from ..jobs.workflow import WorkflowError

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from .api import (
     BACKEND,
     ApiError,

@@ -27,7 +27,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from aiohttp import web
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from .api import ApiError, host_name
 
 log = get_logger("routes")

@@ -6,7 +6,7 @@ import json
 
 from aiohttp import web
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from ..runtime import COURIER
 from .api import TELEGRAM, endpoint
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import asyncpg
 
-from ..config import Secret, Settings
-from ..logs import get_logger
+from ..core.config import Secret, Settings
+from ..core.logs import get_logger
 from . import embedded
 from .db import acquire, query
 from .embedded import EmbeddedServer

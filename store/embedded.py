@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from . import pgwatch
 from .errors import EmbeddedError
 from .pgwatch import alive, clients, pid_file, postmaster

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from ..logs import get_logger
+from ..core.logs import get_logger
 from .db import Db, Grouped, acquire, query
 from .errors import StoreError
 from .pool import connect

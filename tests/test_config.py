@@ -2,7 +2,7 @@ import logging
 
 import pytest
 
-from comfyui_courier.config import Secret, SettingsError, load_settings
+from comfyui_courier.core.config import Secret, SettingsError, load_settings
 
 
 def test_environment_overrides_the_file(tmp_path):

@@ -1,6 +1,6 @@
 """The standalone bot's console (``python <pack> run``): each line says its level once.
 
-Courier's own lines carry ``[Courier] WARNING`` (``logs.py``, for ComfyUI's bare log), so the
+Courier's own lines carry ``[Courier] WARNING`` (``core/logs.py``, for ComfyUI's bare log), so the
 console's format must not add the level again; other loggers' lines keep theirs.
 """
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from comfyui_courier.logs import ConsoleFormat, get_logger
+from comfyui_courier.core.logs import ConsoleFormat, get_logger
 
 PACK_ROOT = Path(__file__).resolve().parent.parent
 RUN_S = 60

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from comfyui_courier.config import configuration_markdown
+from comfyui_courier.core.config import configuration_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from comfyui_courier import catalogs, i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs.seed import seed_manifest
+from comfyui_courier.tools import catalogs
 
 LANGUAGE_NAMES = {"en": "English", "de": "Deutsch", "ru": "Русский", "zh": "中文", "ja": "日本語", "tr": "Türkçe"}
 
@@ -118,7 +119,7 @@ def test_extraction_finds_ids_in_every_form_the_code_names_them():
                        "bench_queued": "server_routes/benchmarks.py",  # i18n.text(language, KEY)
                        "done": "jobs/dispatcher.py",  # say(KEY)
                        "out_of_memory": "jobs/errors.py",  # Problem(KEY, ...)
-                       "image_unreadable": "imaging.py",  # BadImage(KEY)
+                       "image_unreadable": "core/imaging.py",  # BadImage(KEY)
                        "image_unavailable": "bot/sink.py",  # InputUnavailable(KEY)
                        "command_demo": "workflows/api/commands.json"}.items():
         assert any(location.startswith(where) for location in used[key]), (key, used.get(key))

@@ -23,8 +23,8 @@ PACK_ROOT = Path(comfyui_courier.__file__).resolve().parent
 GPU_WHEELS = {"torch", "torchvision", "torchaudio"}  # ComfyUI's own; a pack must never pull them
 NOT_SHIPPED = ("tests/", "benchmarks/", ".ci/", ".github/", ".gitignore")
 """What the Registry's archive leaves out (``.comfyignore``): the Registry's scanner reads every file in it."""
-USER_RUNS = ("__init__.py", "__main__.py", "cli.py", "tryout.py", "tiny_models.py", "emulator/botapi/server.py",
-             "emulator/botapi/web/index.html", "miniapp/index.html", "nodes/extension.py", "js/icon.svg",
+USER_RUNS = ("__init__.py", "__main__.py", "cli.py", "tools/tryout.py", "tools/tiny_models.py",
+             "emulator/botapi/server.py", "emulator/botapi/web/index.html", "miniapp/index.html", "nodes/extension.py", "js/icon.svg",
              "workflows/api/img.json",
              "locales/en/LC_MESSAGES/courier.po", "store/sql/schema.sql", "babel.cfg", "LICENSE", "README.md",
              "pyproject.toml", "requirements.txt")

@@ -1,9 +1,9 @@
-"""tiny_models.py: what ComfyUI's SD 1.x detection reads, seeded bytes, files written once."""
+"""tools/tiny_models.py: what ComfyUI's SD 1.x detection reads, seeded bytes, files written once."""
 
 import hashlib
 
-from comfyui_courier import tiny_models
-from comfyui_courier.tiny_models import CHECKPOINT, LORA, write_tiny_models
+from comfyui_courier.tools import tiny_models
+from comfyui_courier.tools.tiny_models import CHECKPOINT, LORA, write_tiny_models
 
 
 def test_the_unet_has_what_comfyui_detects_as_sd15():

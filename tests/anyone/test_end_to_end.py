@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from comfyui_courier import i18n
 from comfyui_courier.anyone.errors import PrivateNetworkError
 from comfyui_courier.anyone.privnet import TEST_NETWORK_FILE, load_test_network
 from comfyui_courier.anyone.service import AnyoneService
-from comfyui_courier.config import Settings, load_settings
+from comfyui_courier.core import i18n
+from comfyui_courier.core.config import Settings, load_settings
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.fixtures.anyone import share_client_key, socket_owner

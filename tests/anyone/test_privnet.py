@@ -24,7 +24,7 @@ from comfyui_courier.anyone import (
     write_client_credential,
 )
 from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER
-from comfyui_courier.config import Settings
+from comfyui_courier.core.config import Settings
 from comfyui_courier.tests.fixtures.anyone import (
     share_client_key,
     shared_credential,

@@ -1,8 +1,8 @@
 """AnyoneService refuses to start anon for clear, reported reasons (no anon needed)."""
 
 from comfyui_courier.anyone import AnyoneService
-from comfyui_courier.config import Settings
-from comfyui_courier.health import Health
+from comfyui_courier.core.config import Settings
+from comfyui_courier.core.health import Health
 
 
 async def started(tmp_path, listen=None, **settings):

@@ -20,7 +20,7 @@ from comfyui_courier.anyone import (
     telegram_proxy_url,
 )
 from comfyui_courier.anyone.transport import DirectConnector
-from comfyui_courier.config import Settings
+from comfyui_courier.core.config import Settings
 from comfyui_courier.tests.support.http import serve_app
 
 ONION = "http://wfy2yxcngp7liper5a3h6fodo7s5mlobfz7a5e7jmrym6gr6gshhyeid.anon"

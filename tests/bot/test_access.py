@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 
 pytestmark = pytest.mark.timeout(90)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from comfyui_courier.bot import access
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.server_routes.helpers import serve_routes
 from comfyui_courier.tests.support.courier import running_courier

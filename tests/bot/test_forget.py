@@ -9,7 +9,7 @@ import urllib.request
 
 from PIL import Image
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.requires import require_comfyui

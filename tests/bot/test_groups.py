@@ -8,7 +8,7 @@ chaining takes the picture replied to, else the sender's own last result, never 
 
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.tests.support.courier import replies_to, running_courier
 from comfyui_courier.tests.support.polling import job_rows, until
 from comfyui_courier.tests.support.requires import require_comfyui

@@ -10,9 +10,9 @@ import logging
 
 import pytest
 
-from comfyui_courier import i18n
 from comfyui_courier.bot import inline as bot_inline
 from comfyui_courier.bot.keyboards import result_keyboard
+from comfyui_courier.core import i18n
 from comfyui_courier.emulator.botapi import inline
 from comfyui_courier.tests.emulator.test_botapi import gif, mp4_header
 from comfyui_courier.tests.support.courier import running_courier

@@ -13,9 +13,9 @@ import pytest
 from PIL import Image
 from telegram.ext import ExtBot
 
-from comfyui_courier import i18n
 from comfyui_courier.bot.limiter import ResultsFirstLimiter
 from comfyui_courier.bot.progress import ChatThrottle, ProgressMessage
+from comfyui_courier.core import i18n
 from comfyui_courier.tests.support.courier import running_courier
 
 pytestmark = pytest.mark.timeout(120)

@@ -12,7 +12,7 @@ from PIL import Image
 from comfyui_courier.bot.delivery import deliver_file
 from comfyui_courier.bot.service import build_application
 from comfyui_courier.bot.sink import TelegramSink
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.emulator.botapi import BotApiEmulator
 from comfyui_courier.jobs.ports import UploadTooLarge
 

@@ -13,8 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from comfyui_courier import i18n
 from comfyui_courier.bot import miniapp
+from comfyui_courier.core import i18n
 from comfyui_courier.store import backends, commands
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.polling import until

@@ -6,8 +6,8 @@ its model files says which, where each goes and where to download it, one line e
 
 import pytest
 
-from comfyui_courier import i18n
 from comfyui_courier.bot.buttons import FALLBACK_EDIT_COMMAND, edit_choice
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs.model_names import DEFAULT_STRENGTH
 from comfyui_courier.jobs.readiness import needed_files
 from comfyui_courier.jobs.seed import seed_manifest, shipped_workflow
@@ -16,7 +16,7 @@ from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.polling import until
 from comfyui_courier.tests.support.requires import require_comfyui
-from comfyui_courier.tiny_models import CHECKPOINT
+from comfyui_courier.tools.tiny_models import CHECKPOINT
 
 USER = 111
 JOB_TIMEOUT_S = 120

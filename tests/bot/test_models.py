@@ -5,7 +5,7 @@ health checks read into the backends table). Sampling itself is tests/integratio
 
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.store import backends
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.polling import until

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from comfyui_courier import i18n
 from comfyui_courier.bot.options import OPTION, choose, format_options, option_lines, option_message, split_options
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs.options import MAX_SEED, SHOWN, WIDEST, OptionError, command_options, plan
 from comfyui_courier.jobs.seed import seed_manifest, shipped_workflow
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from comfyui_courier import i18n
 from comfyui_courier.bot.handlers import BUILTIN_COMMANDS
 from comfyui_courier.bot.options import option_lines
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs.options import command_options
 from comfyui_courier.store import commands
 from comfyui_courier.tests.support.courier import running_courier

@@ -32,10 +32,10 @@ from telegram import (
     Video,
 )
 
-from comfyui_courier import i18n
 from comfyui_courier.bot.parsing import clean_text, parse_command, strip_blank
 from comfyui_courier.bot.service import build_application
-from comfyui_courier.config import load_settings
+from comfyui_courier.core import i18n
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.emulator.botapi import BotApiEmulator
 from comfyui_courier.jobs.seed import seed_commands
 from comfyui_courier.store import Store

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.tests.support.courier import replies_to, running_courier, shown_text
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.polling import job_rows, until

@@ -14,7 +14,7 @@ import pytest
 
 from comfyui_courier import runtime
 from comfyui_courier.anyone.errors import AnyoneError
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.support.polling import until
 

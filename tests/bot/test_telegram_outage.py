@@ -13,7 +13,7 @@ import time
 import asyncpg
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.tests.support.courier import replies_to, shown_text, standalone_courier
 from comfyui_courier.tests.support.polling import until
 

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import ClientSession
 
 from comfyui_courier.bot.polling import BATCH
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.server_routes.helpers import serve_routes
 from comfyui_courier.tests.support.polling import until

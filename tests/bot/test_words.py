@@ -14,7 +14,7 @@ import time
 import pytest
 from telegram.constants import MessageLimit
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.tests.support.courier import running_courier
 
 USER, ADMIN = 111, 999

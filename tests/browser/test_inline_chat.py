@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from comfyui_courier import i18n
 from comfyui_courier.bot.keyboards import result_keyboard
+from comfyui_courier.core import i18n
 from comfyui_courier.tests.bot.test_inline import result
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.browser.test_chat import artifacts, png

@@ -17,7 +17,7 @@ import json
 import pytest
 from PIL import Image
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.store import backends, sessions
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.browser.test_chat import artifacts

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from comfyui_courier.config import Secret, Settings, load_settings
+from comfyui_courier.core.config import Secret, Settings, load_settings
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.browser.test_chat import artifacts, drop_file
 from comfyui_courier.tests.fixtures.comfyui import (
@@ -46,8 +46,8 @@ from comfyui_courier.tests.fixtures.comfyui import (
     processes_under,
 )
 from comfyui_courier.tests.support.requires import require_chromium, require_comfyui
-from comfyui_courier.tiny_models import CHECKPOINT, LORA
-from comfyui_courier.tryout import (
+from comfyui_courier.tools.tiny_models import CHECKPOINT, LORA
+from comfyui_courier.tools.tryout import (
     ACCELERATOR_PROBE,
     BOT_ID,
     TINY_MODELS_DIR,

@@ -7,7 +7,7 @@ import signal
 import time
 
 import comfyui_courier
-from comfyui_courier.logs import get_logger
+from comfyui_courier.core.logs import get_logger
 from comfyui_courier.tests.fixtures.comfyui import PACK_ROOT
 from comfyui_courier.tests.integration._log import pack_problems, traceback_blocks
 from comfyui_courier.tests.support.fake_comfyui import PACK_OBJECT_INFO

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.store import commands
 from comfyui_courier.tests.support.courier import replies_to, running_courier

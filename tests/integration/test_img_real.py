@@ -14,12 +14,12 @@ import io
 import pytest
 from PIL import Image
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.store import backends
 from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
 from comfyui_courier.tests.support.courier import replies_to, running_courier, shown_text
 from comfyui_courier.tests.support.polling import until
-from comfyui_courier.tiny_models import CHECKPOINT
+from comfyui_courier.tools.tiny_models import CHECKPOINT
 
 pytestmark = pytest.mark.timeout(300)
 

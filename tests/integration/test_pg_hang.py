@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from comfyui_courier import i18n
-from comfyui_courier.config import load_settings
+from comfyui_courier.core import i18n
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.jobs.db_wait import SLOW_S
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI

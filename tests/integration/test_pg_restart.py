@@ -10,8 +10,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from comfyui_courier import i18n
-from comfyui_courier.config import load_settings
+from comfyui_courier.core import i18n
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.store import embedded
 from comfyui_courier.store.pgwatch import postmaster

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from comfyui_courier import i18n
-from comfyui_courier.config import load_settings
+from comfyui_courier.core import i18n
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.store.pgwatch import alive, postmaster
 from comfyui_courier.tests.support.polling import until

@@ -20,14 +20,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.store import commands
 from comfyui_courier.tests.fixtures.comfyui import comfyui_python
 from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
 from comfyui_courier.tests.gpu.test_comfyui_nodes import post_prompt, wait_for_report
 from comfyui_courier.tests.support.courier import replies_to, running_courier, shown_text
 from comfyui_courier.tests.support.requires import missing, require_comfyui
-from comfyui_courier.tiny_models import CHECKPOINT, LORA
+from comfyui_courier.tools.tiny_models import CHECKPOINT, LORA
 
 pytestmark = pytest.mark.timeout(240)
 

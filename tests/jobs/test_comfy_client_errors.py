@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs.errors import (
     MESSAGES,
     BackendUnavailable,

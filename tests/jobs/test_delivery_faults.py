@@ -13,7 +13,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.store import commands
 from comfyui_courier.tests.jobs.test_dispatcher import (
     TIMEOUT_S,

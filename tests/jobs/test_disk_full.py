@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs.errors import ExecutionFailed, summarize_execution_error
 from comfyui_courier.tests.support.courier import running_courier, shown_text
 

@@ -7,7 +7,7 @@ with a clear reason once out of attempts, and admins drain backends by route and
 import pytest
 from aiohttp import ClientSession
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.store import backends
 from comfyui_courier.tests.server_routes.helpers import TOKEN, Api, serve_routes

@@ -3,8 +3,8 @@ a typed name means, and the graph a job runs (checkpoint, LoRA chain, cfg, img2i
 
 import pytest
 
-from comfyui_courier import i18n
 from comfyui_courier.bot.options import choose, layered, option_lines, option_message, split_options
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs import model_graph
 from comfyui_courier.jobs.model_names import job_graph, kinds, resolve
 from comfyui_courier.jobs.options import OptionError, command_options, declared

@@ -4,8 +4,8 @@ file name (``v1-5-pruned-emaonly.safetensors``, a name the user never chose)."""
 
 import pytest
 
-from comfyui_courier import i18n
 from comfyui_courier.bot.options import option_message
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs import model_graph
 from comfyui_courier.jobs.model_names import job_graph
 from comfyui_courier.jobs.options import OptionError, command_options

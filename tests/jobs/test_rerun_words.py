@@ -5,7 +5,7 @@ the job (queue and history forgotten, as a real restart does) with a step every 
 
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs import backends as backend_health
 from comfyui_courier.tests.support.courier import replies_to, running_courier
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI

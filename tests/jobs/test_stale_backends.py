@@ -5,7 +5,7 @@ Real python-telegram-bot on the Bot API emulator, real PostgreSQL, the fake Comf
 
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.store import backends as backend_table
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.polling import until

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 from PIL import Image
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.store import commands
 from comfyui_courier.tests.server_routes.helpers import demo_graph
 from comfyui_courier.tests.support.courier import replies_to, running_courier, shown_text

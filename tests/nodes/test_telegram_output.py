@@ -14,10 +14,10 @@ import pytest
 from PIL import Image
 from telegram import Bot
 
-from comfyui_courier.config import Settings
-from comfyui_courier.editor_proof import Approval
-from comfyui_courier.health import Health
+from comfyui_courier.core.config import Settings
+from comfyui_courier.core.health import Health
 from comfyui_courier.nodes.prefix import courier_prefix
+from comfyui_courier.server_routes.editor_proof import Approval
 from comfyui_courier.tests.support.requires import require_comfy_api, require_module
 
 torch = require_module("torch", "ComfyUI's requirements bring it")

@@ -24,7 +24,7 @@ from PIL import Image
 
 from comfyui_courier.anyone import AnyoneService
 from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER, digest
-from comfyui_courier.config import Settings
+from comfyui_courier.core.config import Settings
 from comfyui_courier.jobs.comfy_client import ComfyClient, ComfyError
 from comfyui_courier.jobs.errors import PromptRejected
 from comfyui_courier.jobs.file_inputs import NOT_A_COURIER_PICTURE, refusal

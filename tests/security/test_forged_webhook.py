@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 from aiohttp import ClientSession
 
-from comfyui_courier.config import SettingsError, load_settings
+from comfyui_courier.core.config import SettingsError, load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.server_routes.helpers import serve_routes
 

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.tests.support.courier import refusals_sent, running_courier
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.polling import until

@@ -33,7 +33,7 @@ from PIL import Image
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.fixtures.comfyui import free_port
 from comfyui_courier.tests.support.requires import require_chromium
-from comfyui_courier.tryout import start_emulator
+from comfyui_courier.tools.tryout import start_emulator
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientSession, web
 
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import COURIER, Courier
 from comfyui_courier.server_routes import ROUTE_TABLES
 from comfyui_courier.server_routes.commands import NODE_TYPES

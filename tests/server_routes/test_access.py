@@ -5,7 +5,7 @@ from unittest import mock
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.jobs.seed import seed_commands
 from comfyui_courier.runtime import Courier
 from comfyui_courier.server_routes.api import is_local_browser

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.store import jobs
 from comfyui_courier.tests.server_routes.helpers import TOKEN

@@ -7,7 +7,7 @@ import types
 import pytest
 from yarl import URL
 
-from comfyui_courier import i18n
+from comfyui_courier.core import i18n
 from comfyui_courier.jobs.options import command_options, offered
 from comfyui_courier.jobs.seed import seed_commands
 from comfyui_courier.server_routes.api import MAX_BODY_BYTES

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from aiohttp import ClientSession, web
 
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.server_routes.host_guard import host_guard
 from comfyui_courier.tests.support.http import handshake, serve_app
 

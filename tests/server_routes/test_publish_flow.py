@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.server_routes.helpers import TOKEN, demo_graph
 from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientSession
 
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.server_routes import helpers
 

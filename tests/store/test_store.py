@@ -2,7 +2,7 @@
 
 import pytest
 
-from comfyui_courier.config import Secret, Settings
+from comfyui_courier.core.config import Secret, Settings
 from comfyui_courier.store import DatabaseUnavailable, Store, StoreError, embedded
 from comfyui_courier.store.migrate import migrations
 from comfyui_courier.store.pool import redact

@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from comfyui_courier.config import load_settings
+from comfyui_courier.core.config import load_settings
 from comfyui_courier.runtime import Courier
 
 

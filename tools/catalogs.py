@@ -28,10 +28,10 @@ from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
 from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po, write_po
 
-from . import i18n
-from .jobs.seed import SEED_DIR, seed_manifest
+from ..core import i18n
+from ..jobs.seed import SEED_DIR, seed_manifest
 
-PACK_ROOT = Path(__file__).resolve().parent
+PACK_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_COMMAND_PREFIX = "command_"
 RESERVED_NAMES = {"language", "key"}  # text(language, key, **params) could not be given them
 PLURAL_KEYWORDS = {"nt": (2,), "ntext": (2,)}

@@ -43,9 +43,9 @@ from pathlib import Path
 
 import aiohttp
 
-from .config import Secret, Settings
+from ..core.config import Secret, Settings
 
-PACK_DIR = Path(__file__).absolute().parent
+PACK_DIR = Path(__file__).absolute().parent.parent
 BOT_ID = 1000000001
 """Fixed, so a ``--keep`` database keeps knowing the bot; its token's secret is new each run (``bot_token``)."""
 READY_TIMEOUT_S = 600.0
@@ -165,7 +165,7 @@ def check_port_free(port: int, option: str) -> None:
 
 def find_anon_binary(comfyui_dir: Path) -> Path:
     """The anon that ComfyUI's Courier would find (``find_anon``: the one lookup); a TryError without one."""
-    from .anyone.install import find_anon
+    from ..anyone.install import find_anon
 
     anon = find_anon(os.environ.get("COURIER_ANON_BINARY", ""), comfyui_dir / "user" / "courier")
     if anon is None or not anon.is_file():
@@ -175,7 +175,7 @@ def find_anon_binary(comfyui_dir: Path) -> Path:
 
 
 async def start_emulator(port: int):
-    from .emulator.botapi import BotApiEmulator
+    from ..emulator.botapi import BotApiEmulator
 
     emulator = BotApiEmulator("127.0.0.1", port)
     try:
@@ -212,8 +212,8 @@ def courier_environment(api_url: str, token: str, data_dir: Path) -> dict[str, s
 
 
 async def start_private_network(anon: Path, workdir: Path):
-    from .anyone.errors import PrivateNetworkError
-    from .anyone.privnet import PrivateNetwork
+    from ..anyone.errors import PrivateNetworkError
+    from ..anyone.privnet import PrivateNetwork
 
     network = PrivateNetwork(anon, workdir)
     try:
@@ -225,7 +225,7 @@ async def start_private_network(anon: Path, workdir: Path):
 
 async def publish_hidden_service(network, anon: Path, data_dir: Path) -> dict[str, str]:
     """Keys and the ``bot-host`` client made ahead, so the bot's backend can be the ``.anon`` address."""
-    from .anyone.hidden_service import HiddenService
+    from ..anyone.hidden_service import HiddenService
 
     network.write_test_network(data_dir)
     service = HiddenService(data_dir / "anyone", client_auth=True)
@@ -362,7 +362,7 @@ def ready_line(port: int, health: dict) -> str:
 
 async def stop_comfyui(comfyui: subprocess.Popen, data_dir: Path) -> None:
     """Ctrl-C to ComfyUI's group, SIGKILL after STOP_TIMEOUT_S; then until its PostgreSQL has stopped."""
-    from .store.pgwatch import postmaster
+    from ..store.pgwatch import postmaster
 
     with contextlib.suppress(ProcessLookupError):
         os.killpg(comfyui.pid, signal.SIGINT)
@@ -380,7 +380,7 @@ async def stop_comfyui(comfyui: subprocess.Popen, data_dir: Path) -> None:
 
 def remove_data(scratch: Path, data_dir: Path | None) -> None:
     """The throwaway directory and, unless kept, the database the embedded PostgreSQL linked from it."""
-    from .store.embedded import remove_cluster
+    from ..store.embedded import remove_cluster
 
     if data_dir is not None:
         remove_cluster(data_dir / "postgres")

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 from aiohttp import web
 
-from .logs import get_logger
+from ..core.logs import get_logger
 
 log = get_logger("editor")
 

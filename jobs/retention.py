@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 
-from .jobs.comfy_client import ComfyClient, ComfyError
-from .logs import get_logger
-from .store import privacy
+from ..core.logs import get_logger
+from ..store import privacy
+from .comfy_client import ComfyClient, ComfyError
 
 log = get_logger("retention")
 

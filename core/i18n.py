@@ -28,7 +28,7 @@ import gettext
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-LOCALES_DIR = Path(__file__).resolve().parent / "locales"
+LOCALES_DIR = Path(__file__).resolve().parent.parent / "locales"
 DOMAIN = "courier"
 LANGUAGES = ("en", "de", "ru", "zh", "ja", "tr")
 """Every language with a catalog, in the order ``/lang`` offers them; English is the fallback of all."""
