@@ -3,7 +3,7 @@
 ComfyUI logs bare messages (no level, no logger name), and its own log has
 tracebacks of its own (a missing torchaudio, say), so we look at what names the
 pack: its folder in custom_nodes, its real path, or "courier"; and at every
-line our logger marks with a level (``[Courier] WARNING ...``, see logs.py).
+line our logger marks with a level (``[Courier] WARNING ...``, see core/logs.py).
 Paths inside a virtual environment do not count: CI keeps its venv in the
 clone, so a third-party warning's path can contain the pack's folder name.
 """
