@@ -379,16 +379,28 @@ class EmulatedBot:
             self._callback_queries[str(query.get("id"))] = query
         for payload in update.values():
             if isinstance(payload, dict):
-                for message in (payload, payload.get("message"), payload.get("reply_to_message")):
+                for message in (payload, payload.get("message")):
                     if isinstance(message, dict) and "message_id" in message and "chat" in message:
-                        chat_id = message["chat"]["id"]
-                        self._chats.setdefault(chat_id, message["chat"])
-                        self._messages[(chat_id, message["message_id"])] = message
-                        self._last_message_id[chat_id] = max(self._last_message_id.get(chat_id, 0),
-                                                             message["message_id"])
+                        if isinstance(quoted := message.get("reply_to_message"), dict) and "message_id" in quoted:
+                            self._know(quoted, quoted=True)
+                        self._know(message)
         self.updates.append(update)
         self.emulator.changed()
         return update
+
+    def _know(self, message: dict[str, Any], *, quoted: bool = False) -> None:
+        """Makes a test-built message known. Telegram numbers a chat's messages, so one never takes the
+        id of a message the bot sent (a test's ids may be drawn at random): a ``quoted`` one (a reply's
+        copy) leaves the bot's in place, any other gets the chat's next id."""
+        chat_id = message["chat"]["id"]
+        self._chats.setdefault(chat_id, message["chat"])
+        held = self._messages.get((chat_id, message["message_id"]))
+        if held is not None and held.get("from", {}).get("id") == self.id and held is not message:
+            if quoted:
+                return
+            message["message_id"] = self._last_message_id[chat_id] + 1
+        self._messages[(chat_id, message["message_id"])] = message
+        self._last_message_id[chat_id] = max(self._last_message_id.get(chat_id, 0), message["message_id"])
 
     def inject_web_app_data(self, user_id: int, data: str, button_text: str) -> dict[str, Any]:
         """The Mini App opened by the chat's keyboard button ``button_text`` sent ``data``

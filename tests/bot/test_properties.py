@@ -313,6 +313,23 @@ async def feed(harness, update: Update) -> list[str]:
     return said
 
 
+async def test_an_update_drawn_with_the_queue_messages_id_leaves_it_editable(harness):
+    """The flake of the test below, made certain: an example's drawn message id was that of its chat's
+    queue message. Telegram never gives a message another's id, so the emulator numbers it anew and the
+    bot's next edit of its queue message lands (it was "message can't be edited")."""
+    bot = harness[0]
+    user_id = ALLOWED[-1]
+    await feed(harness, _private("/demo a fox", user_id=user_id))
+    queue_message = max(c.result["message_id"] for c in bot.calls if c.method == "sendMessage" and c.ok
+                        and c.params["chat_id"] == user_id)
+    again = _private("/demo a cat", user_id=user_id).to_dict()
+    again["message"]["message_id"] = queue_message
+    said = await feed(harness, Update.de_json(again, None))
+    assert said == ["queued"]
+    (edit,) = [c for c in bot.calls if c.method == "editMessageText" and c.params["chat_id"] == user_id][-1:]
+    assert edit.ok and edit.params["message_id"] == queue_message and "/demo" in edit.params["text"]
+
+
 async def test_any_update_is_answered_from_the_catalog_or_not_at_all(harness):
     loop = asyncio.get_running_loop()
     username = harness[1].bot.username

@@ -117,3 +117,21 @@ async def test_injected_update_makes_its_chat_and_message_known(botapi_bot, tg):
     assert update.update_id == queued["update_id"] and update.message.text == "hi"
     reply = await tg.send_message(-100999, "after", reply_to_message_id=7)
     assert (reply.reply_to_message.message_id, reply.message_id) == (7, 8)
+
+
+async def test_injected_update_never_takes_the_id_of_a_message_the_bot_sent(botapi_bot, tg):
+    """Telegram numbers a chat's messages: a test-built one with the id of the bot's message (the
+    property test's ids are drawn at random) gets a fresh id, and the bot's message stays editable."""
+    chat = Chat(-100998, Chat.SUPERGROUP, title="Built")
+    eve = User(5, "Eve", False)
+    botapi_bot.inject_update(Update(0, message=Message(7, telegram.constants.ZERO_DATE, chat, from_user=eve,
+                                                       text="/demo")).to_dict())
+    ours = await tg.send_message(-100998, "Queued /demo", reply_to_message_id=7)
+    queued = botapi_bot.inject_update(Update(0, message=Message(ours.message_id, telegram.constants.ZERO_DATE, chat,
+                                                                from_user=eve, text="/demo again")).to_dict())
+    assert queued["message"]["message_id"] == ours.message_id + 1
+    edited = await tg.edit_message_text("Queued /demo, /demo", chat_id=-100998, message_id=ours.message_id)
+    assert edited.text == "Queued /demo, /demo"
+    updates = await tg.get_updates()
+    assert [u.message.text for u in updates] == ["/demo", "/demo again"]
+    assert updates[1].message.message_id == ours.message_id + 1
