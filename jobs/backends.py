@@ -1,7 +1,7 @@
 """Health checks of the backends one dispatcher serves, recorded in the backends table.
 
 Every ``INTERVAL_S`` each backend is asked ``/system_stats``; an unreachable one is marked
-unhealthy, and the job claim (``store/sql/queries.sql``: ``claim_job``) stops giving it jobs
+unhealthy, and the job claim (``store/sql/jobs.sql``: ``claim_job``) stops giving it jobs
 until a check succeeds again. On recovery and every ``MODELS_REFRESH_S`` its ``/object_info``
 is read too, for the model files its loaders offer (and their kinds, for /img and /models): a
 job naming a model file goes only to a backend that has it. A backend that is not among this
@@ -19,8 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..core.logs import get_logger
 from ..store import StoreError, backends
-from .comfy_client import ComfyClient, ComfyError
-from .errors import is_model_file
+from .comfy.client import ComfyClient
+from .errors import ComfyError, is_model_file
 from .model_names import choices, kinds
 
 log = get_logger("backends")

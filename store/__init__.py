@@ -18,12 +18,14 @@ import asyncpg
 from ..core.config import Secret, Settings
 from ..core.logs import get_logger
 from . import embedded
-from .db import acquire, query
+from .db import Queries, acquire
 from .embedded import EmbeddedServer
 from .errors import DatabaseUnavailable, EmbeddedError, MigrationError, StoreError
 from .jobs import JobListener
 from .migrate import migrate
 from .pool import create_pool
+
+query = Queries(__name__)
 
 __all__ = ["DatabaseUnavailable", "EmbeddedError", "MigrationError", "Store", "StoreError"]
 

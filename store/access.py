@@ -10,7 +10,9 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from .commands import Command, command_for_user
-from .db import Db, Grouped, acquire, query
+from .db import Db, Grouped, Queries, acquire
+
+query = Queries(__name__)
 
 
 class Admission(NamedTuple):

@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+from .jobs import wake_dispatchers
+
+query = Queries(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,5 +94,5 @@ async def set_backend(db: Db, backend_id: int, *, draining: bool | None = None,
     async with acquire(db) as conn, conn.transaction():
         row = await conn.fetchrow(query("set_backend"), backend_id, draining, capacity)
         if row is not None:
-            await conn.execute(query("notify_jobs"), "backends")
+            await wake_dispatchers(conn, "backends")
     return None if row is None else Backend(**row)

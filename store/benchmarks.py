@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import secrets
 
 from .access import PendingAction
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
 from .jobs import Job
 from .privacy import Leftovers, leftovers
+
+query = Queries(__name__)
 
 
 def new_token() -> str:

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 NAME = re.compile(r"[a-z0-9_]{1,32}")  # what Telegram accepts as a bot command
 

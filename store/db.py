@@ -1,10 +1,9 @@
-"""What the query modules share: the named SQL of sql/queries.sql and one way to a connection."""
+"""What the query modules share: their named SQL (``Queries``) and one way to a connection."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,14 +17,26 @@ SQL_DIR = Path(__file__).parent / "sql"
 _HEADER = re.compile(r"^-- ([a-z0-9_]+) --$", re.MULTILINE)
 
 
-def query(name: str) -> str:
-    """The SQL of the named query in sql/queries.sql."""
-    return _queries()[name]
+class Queries:
+    """The named SQL of one query module, from its own file: ``sql/<module>.sql`` (``sql/store.sql``
+    for the package itself). Each module reads it once, at import: ``query = Queries(__name__)``,
+    then runs ``query("name")``. A name its file lacks is a KeyError naming both."""
+
+    def __init__(self, module: str):
+        self.path = SQL_DIR / f"{module.rpartition('.')[2]}.sql"
+        self._sql = parse(self.path.read_text(encoding="utf-8"))
+
+    def __call__(self, name: str) -> str:
+        try:
+            return self._sql[name]
+        except KeyError:
+            raise KeyError(f"no query {name!r} in {self.path.name}") from None
 
 
-@functools.cache
-def _queries() -> dict[str, str]:
-    parts = _HEADER.split((SQL_DIR / "queries.sql").read_text(encoding="utf-8"))
+def parse(text: str) -> dict[str, str]:
+    """The queries of one file by name: each starts with a ``-- name --`` line (what comes before
+    the first is the file's own comment)."""
+    parts = _HEADER.split(text)
     return {name: body.strip().rstrip(";") for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import datetime
 from typing import Any, NamedTuple
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
 from .errors import StoreError
+
+query = Queries(__name__)
 
 
 class NotRunning(StoreError):

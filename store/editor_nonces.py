@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 
 async def spend(db: Db, nonce: str, node_id: str, until: float) -> bool:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 
 class Result(NamedTuple):

@@ -17,9 +17,11 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from ..core.logs import get_logger
-from .db import Db, Grouped, acquire, query
+from .db import Db, Grouped, Queries, acquire
 from .errors import StoreError
 from .pool import connect
+
+query = Queries(__name__)
 
 log = get_logger("store")
 
@@ -181,7 +183,7 @@ async def release(db: Db, job_id: int, worker: str, reason: str, *, count_attemp
     async with acquire(db) as conn, conn.transaction():
         released = await conn.fetchval(query("release_job"), job_id, worker, reason, count_attempt) is not None
         if released:
-            await conn.execute(query("notify_jobs"), str(job_id))
+            await wake_dispatchers(conn, str(job_id))
     return released
 
 
@@ -256,7 +258,7 @@ async def requeue_expired(db: Db) -> list[Job]:
     async with acquire(db) as conn, conn.transaction():
         jobs = [_job(row) for row in await conn.fetch(query("requeue_expired"))]
         if any(job.status == "queued" for job in jobs):
-            await conn.execute(query("notify_jobs"), "requeued")
+            await wake_dispatchers(conn, "requeued")
     return jobs
 
 
@@ -278,6 +280,11 @@ async def count_active(db: Db, user_id: int) -> int:
 async def get_job(db: Db, job_id: int) -> Job | None:
     async with acquire(db) as conn:
         return _job(await conn.fetchrow(query("get_job"), job_id))
+
+
+async def wake_dispatchers(conn: asyncpg.Connection, why: str) -> None:
+    """Wake the dispatchers LISTENing on ``CHANNEL`` once ``conn``'s transaction commits (``why``: the payload)."""
+    await conn.execute(query("notify_jobs"), why)
 
 
 def _job(row: asyncpg.Record | None) -> Job | None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncpg
 
-from .db import SQL_DIR, Db, acquire, query
+from .db import SQL_DIR, Db, Queries, acquire
 from .errors import MigrationError
+
+query = Queries(__name__)
 
 
 def migrations() -> list[tuple[str, str]]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 
 async def keep(db: Db, bot_id: int, updates: list[tuple[int, str]]) -> set[int]:

@@ -12,7 +12,9 @@ from collections.abc import Iterable
 
 import asyncpg
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 INPUT_SUBFOLDER = "courier"
 """Where a job's input picture is uploaded on its backend (``input/courier/job-<id>.png``)."""

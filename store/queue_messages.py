@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 
 class Held(NamedTuple):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 
 async def take(db: Db, bot_key: bytes, wanted: int, limit: int, period_s: float, *, open_s: float, poll_s: float,

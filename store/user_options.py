@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 
 async def get_user_options(db: Db, user_id: int) -> str:

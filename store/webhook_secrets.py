@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import secrets
 
-from .db import Db, acquire, query
+from .db import Db, Queries, acquire
+
+query = Queries(__name__)
 
 
 async def webhook_secret(db: Db, bot_id: int) -> str:

@@ -5,9 +5,10 @@ import re
 
 import pytest
 
-from comfyui_courier.store import MigrationError
-from comfyui_courier.store.db import SQL_DIR, _queries
+from comfyui_courier.store import MigrationError, jobs
+from comfyui_courier.store.db import SQL_DIR, parse
 from comfyui_courier.store.migrate import migrate, migrations
+from comfyui_courier.store.migrate import query as migration_query
 from comfyui_courier.store.pool import connect
 
 ALL = [name for name, _ in migrations()]
@@ -102,9 +103,15 @@ async def test_a_database_newer_than_the_code_is_refused(pg_database):
         await conn.close()
 
 
+def named_queries() -> dict[str, str]:
+    """Every named query of every query module's file (sql/<module>.sql), by file and name."""
+    return {f"{path.stem}.{name}": sql for path in sorted(SQL_DIR.glob("*.sql")) if path.name != "schema.sql"
+            for name, sql in parse(path.read_text(encoding="utf-8")).items()}
+
+
 async def test_every_named_query_is_valid_sql(store):
     async with store.pool.acquire() as conn:
-        for name, sql in _queries().items():
+        for name, sql in named_queries().items():
             try:
                 await conn.prepare(sql)
             except Exception as exc:
@@ -135,19 +142,19 @@ async def test_a_host_from_before_0012_keeps_queueing_across_it(pg_database):
     conn = await connect(pg_database)
     try:
         async with conn.transaction():
-            await conn.execute(_queries()["create_migrations_table"])
+            await conn.execute(migration_query("create_migrations_table"))
             for name, sql in before:
                 await conn.execute(sql)
-                await conn.execute(_queries()["record_migration"], name)
+                await conn.execute(migration_query("record_migration"), name)
         old_host = await conn.prepare(
             "SELECT job_id, spent FROM courier_submit($1, 'old', 'Old', 'en', $1, 'draw', '{}', 3, NULL, "
             "NULL, 10, 100, NULL, NULL, 0)")
         assert (await old_host.fetchrow(7))["job_id"] is not None
         applied = await migrate(conn)  # 0012 and those after it, while the old host holds its statement
         assert applied[:1] == ["0012_versioned_functions"]
-        assert "courier_submit_v1(" in _queries()["submit_jobs"]
+        assert "courier_submit_v1(" in jobs.query("submit_jobs")
         old_job = await old_host.fetchrow(7)
-        new_job = await conn.fetchrow(_queries()["submit_jobs"], *([value] for value in (
+        new_job = await conn.fetchrow(jobs.query("submit_jobs"), *([value] for value in (
             7, "new", "New", "en", 7, "draw", "{}", 3, None, None, 10, 100, None, None, 0)))
         assert old_job["job_id"] is not None and new_job["job_id"] > old_job["job_id"]
         assert await conn.fetchval("SELECT count(*) FROM courier_quota_events WHERE user_id = 7") == 3
