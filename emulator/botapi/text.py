@@ -1,7 +1,7 @@
 """Formatted text as Telegram stores it: markup in, plain text plus MessageEntity list out.
 
 The three ``parse_mode`` parsers follow TDLib's (td/telegram/MessageEntity.cpp:
-``parse_html``, ``parse_markdown_v2``, ``parse_markdown``) closely enough that
+``parse_html``, ``parse_markdown_v2`` in ``markdown_v2``, ``parse_markdown``) closely enough that
 markup Telegram rejects is rejected here with the same description, so a bot's
 escaping bug fails in tests as it would in production. ``normalize`` then trims
 the text as ``fix_formatted_text`` does. Offsets and lengths are in UTF-16 code
@@ -16,15 +16,11 @@ import re
 import string
 from typing import Any
 
+from .markdown_v2 import parse_markdown_v2
+from .markup import Entity, MarkupError, Out, byte_offset, pre_start, sorted_entities, utf16_len
 from .wire import bad_request
 
-Entity = dict[str, Any]
-
 _COMMAND = re.compile(r"(?<!\S)/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{1,32})?(?!\S)")
-
-
-def utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
 
 
 def parse(text: str, parse_mode: str | None, entities: Any) -> tuple[str, list[Entity]]:
@@ -39,7 +35,7 @@ def parse(text: str, parse_mode: str | None, entities: Any) -> tuple[str, list[E
     elif mode in _PARSERS:
         try:
             text, found = _PARSERS[mode](text)
-        except _MarkupError as error:
+        except MarkupError as error:
             raise bad_request(f"can't parse entities: {error}") from None
     else:
         raise bad_request("unsupported parse_mode")
@@ -72,33 +68,6 @@ def _is_entity(value: Any) -> bool:
             and isinstance(value.get("offset"), int) and isinstance(value.get("length"), int))
 
 
-class _MarkupError(ValueError):
-    pass
-
-
-class _Out:
-    """The plain text being built, with its length in UTF-16 code units."""
-
-    def __init__(self) -> None:
-        self.chars: list[str] = []
-        self.u16 = 0
-
-    def add(self, chars: str) -> None:
-        self.chars.append(chars)
-        self.u16 += utf16_len(chars)
-
-    def text(self, start: int = 0) -> str:
-        return "".join(self.chars[start:])
-
-
-def _byte(src: str, pos: int) -> int:
-    return len(src[:pos].encode())
-
-
-def _sorted(entities: list[Entity]) -> list[Entity]:
-    return sorted(entities, key=lambda e: (e["offset"], -e["length"]))
-
-
 # --- HTML -------------------------------------------------------------------
 
 _HTML_TAGS = {
@@ -124,7 +93,7 @@ def _html_reference(src: str, i: int) -> tuple[str, int]:
         if code == 0 or code >= 0x10FFFF or j - i >= 10:
             return "", i
         if 0xD800 <= code <= 0xDFFF:
-            raise _MarkupError("Text contains invalid Unicode characters after decoding HTML entities, "
+            raise MarkupError("Text contains invalid Unicode characters after decoding HTML entities, "
                                "check for unmatched surrogate code units")
         char = chr(code)
     else:
@@ -141,14 +110,14 @@ def _html_attributes(src: str, i: int, tag: str, at: int) -> tuple[str, int]:
     """Reads a start tag's attributes up to '>'; returns the tag's argument and the index after '>'."""
     argument = ""
 
-    def unclosed() -> _MarkupError:
-        return _MarkupError(f'Unclosed start tag "{tag}" at byte offset {at}')
+    def unclosed() -> MarkupError:
+        return MarkupError(f'Unclosed start tag "{tag}" at byte offset {at}')
 
     while True:
         while i < len(src) and src[i].isspace():
             i += 1
         if i >= len(src):
-            raise _MarkupError(f"Unclosed start tag at byte offset {at}")
+            raise MarkupError(f"Unclosed start tag at byte offset {at}")
         if src[i] == ">":
             return argument, i + 1
         start = i
@@ -156,7 +125,7 @@ def _html_attributes(src: str, i: int, tag: str, at: int) -> tuple[str, int]:
             i += 1
         name = src[start:i]
         if not name:
-            raise _MarkupError(f'Empty attribute name in the tag "{tag}" at byte offset {at}')
+            raise MarkupError(f'Empty attribute name in the tag "{tag}" at byte offset {at}')
         while i < len(src) and src[i].isspace():
             i += 1
         if i >= len(src):
@@ -185,9 +154,9 @@ def _html_attributes(src: str, i: int, tag: str, at: int) -> tuple[str, int]:
                 i += 1
             text = src[start:i].lower()
             if i < len(src) and not (src[i].isspace() or src[i] == ">"):
-                raise _MarkupError(f"Unexpected end of name token at byte offset {_byte(src, start)}")
+                raise MarkupError(f"Unexpected end of name token at byte offset {byte_offset(src, start)}")
         if i >= len(src):
-            raise _MarkupError(f"Unclosed start tag at byte offset {at}")
+            raise MarkupError(f"Unclosed start tag at byte offset {at}")
         if (tag, name) in (("a", "href"), ("tg-emoji", "emoji-id")):
             argument = text
         elif (tag, name) == ("code", "class") and text.startswith("language-"):
@@ -199,7 +168,7 @@ def _html_attributes(src: str, i: int, tag: str, at: int) -> tuple[str, int]:
 
 
 def parse_html(src: str) -> tuple[str, list[Entity]]:
-    out, entities = _Out(), []
+    out, entities = Out(), []
     open_tags: list[tuple[str, str, int, int]] = []  # tag, argument, UTF-16 offset, index in out
     i = 0
     while i < len(src):
@@ -213,23 +182,23 @@ def parse_html(src: str) -> tuple[str, list[Entity]]:
             out.add(src[i])
             i += 1
             continue
-        at = _byte(src, i)
+        at = byte_offset(src, i)
         if not src.startswith("/", i + 1):
             j = i + 1
             while j < len(src) and not src[j].isspace() and src[j] != ">":
                 j += 1
             if j >= len(src):
-                raise _MarkupError(f"Unclosed start tag at byte offset {at}")
+                raise MarkupError(f"Unclosed start tag at byte offset {at}")
             tag = src[i + 1:j].lower()
             if tag not in _HTML_TAGS:
-                raise _MarkupError(f'Unsupported start tag "{tag}" at byte offset {at}')
+                raise MarkupError(f'Unsupported start tag "{tag}" at byte offset {at}')
             argument, i = _html_attributes(src, j, tag, at)
             if tag == "span" and argument != "spoiler":
-                raise _MarkupError(f'Tag "span" must have class "tg-spoiler" at byte offset {at}')
+                raise MarkupError(f'Tag "span" must have class "tg-spoiler" at byte offset {at}')
             open_tags.append((tag, argument, out.u16, len(out.chars)))
             continue
         if not open_tags:
-            raise _MarkupError(f"Unexpected end tag at byte offset {at}")
+            raise MarkupError(f"Unexpected end tag at byte offset {at}")
         j = i + 2
         while j < len(src) and not src[j].isspace() and src[j] != ">":
             j += 1
@@ -237,19 +206,19 @@ def parse_html(src: str) -> tuple[str, list[Entity]]:
         while j < len(src) and src[j].isspace():
             j += 1
         if j >= len(src) or src[j] != ">":
-            raise _MarkupError(f"Unclosed end tag at byte offset {at}")
+            raise MarkupError(f"Unclosed end tag at byte offset {at}")
         tag, argument, offset, index = open_tags.pop()
         if end_tag and end_tag != tag:
-            raise _MarkupError(f'Unmatched end tag at byte offset {at}, expected "</{tag}>", found "</{end_tag}>"')
+            raise MarkupError(f'Unmatched end tag at byte offset {at}, expected "</{tag}>", found "</{end_tag}>"')
         i = j + 1
         if out.u16 > offset:
             _close_html_entity(entities, tag, argument, offset, out.u16 - offset, out.text(index))
     if open_tags:
-        raise _MarkupError(f'Can\'t find end tag corresponding to start tag "{open_tags[-1][0]}"')
+        raise MarkupError(f'Can\'t find end tag corresponding to start tag "{open_tags[-1][0]}"')
     for entity in entities:
         if entity["type"] == "code":
             entity.pop("language", None)
-    return out.text(), _sorted(entities)
+    return out.text(), sorted_entities(entities)
 
 
 def _close_html_entity(entities: list[Entity], tag: str, argument: str, offset: int, length: int,
@@ -270,190 +239,17 @@ def _close_html_entity(entities: list[Entity], tag: str, argument: str, offset: 
         entity["language"] = argument
     elif tag == "tg-emoji":
         if not argument.isdigit() or int(argument) == 0:
-            raise _MarkupError("Invalid custom emoji identifier specified")
+            raise MarkupError("Invalid custom emoji identifier specified")
         entity["custom_emoji_id"] = argument
     elif tag == "blockquote" and argument:
         entity["type"] = "expandable_blockquote"
     entities.append(entity)
 
 
-# --- MarkdownV2 ---------------------------------------------------------------
-
-_V2_TYPES = {
-    "bold": "Bold", "italic": "Italic", "underline": "Underline", "strikethrough": "Strikethrough",
-    "spoiler": "Spoiler", "code": "Code", "pre": "Pre", "text_link": "TextUrl", "custom_emoji": "CustomEmoji",
-    "blockquote": "BlockQuote",
-}
-
-
-class _Open:
-    """An entity whose closing markup has not been read yet."""
-
-    def __init__(self, kind: str, offset: int, at: int, index: int, argument: str = ""):
-        self.kind, self.offset, self.at, self.index, self.argument = kind, offset, at, index, argument
-
-    def name(self) -> str:
-        return "PreCode" if self.kind == "pre" and self.argument else _V2_TYPES[self.kind]
-
-    def unclosed(self) -> _MarkupError:
-        return _MarkupError(f"Can't find end of {self.name()} entity at byte offset {self.at}")
-
-
-def _reserved(char: str) -> _MarkupError:
-    return _MarkupError(f"Character '{char}' is reserved and must be escaped with the preceding '\\'")
-
-
-def _read_url(src: str, i: int) -> tuple[str, int]:
-    """Reads a "(url)" whose '(' is at ``i - 1``; returns the URL and the index of ')'."""
-    start, url = i, []
-    while i < len(src) and src[i] != ")":
-        if src[i] == "\\" and i + 1 < len(src) and 0 < ord(src[i + 1]) <= 126:
-            url.append(src[i + 1])
-            i += 2
-            continue
-        url.append(src[i])
-        i += 1
-    if i >= len(src):
-        raise _MarkupError(f"Can't find end of a URL at byte offset {_byte(src, start)}")
-    return "".join(url), i
-
-
-def _pre_start(src: str, i: int) -> tuple[str, int]:
-    """After an opening ```, reads the optional language and skips one newline; returns (language, index)."""
-    end = i
-    while end < len(src) and not src[end].isspace() and src[end] != "`":
-        end += 1
-    language = ""
-    if end != i and end < len(src) and src[end] != "`":
-        language, i = src[i:end], end
-    if i < len(src) and src[i] in "\r\n":
-        i += 2 if i + 1 < len(src) and src[i + 1] in "\r\n" and src[i + 1] != src[i] else 1
-    return language, i
-
-
-def parse_markdown_v2(src: str) -> tuple[str, list[Entity]]:
-    out, entities, stack = _Out(), [], []
-    in_quote = False
-    line_start = True
-    i = 0
-    while i < len(src):
-        c = src[i]
-        if c == "\\" and i + 1 < len(src) and 0 < ord(src[i + 1]) <= 126:
-            i += 1
-            out.add(src[i])
-            if src[i] != "\r":
-                line_start = src[i] == "\n"
-            i += 1
-            continue
-        reserved = "`" if stack and stack[-1].kind in ("code", "pre") else "_*[]()~`>#+-=|{}.!\n"
-        if c not in reserved:
-            out.add(c)
-            if c != "\r":
-                line_start = False
-            i += 1
-            continue
-        top = stack[-1] if stack else None
-        ends = top is not None and (
-            (in_quote and c == "\n" and not src.startswith(">", i + 1))
-            or {"bold": c == "*", "italic": c == "_" and not src.startswith("_", i + 1), "code": c == "`",
-                "pre": src.startswith("```", i), "text_link": c == "]", "underline": src.startswith("__", i),
-                "strikethrough": c == "~", "spoiler": src.startswith("||", i), "custom_emoji": c == "]",
-                "blockquote": False}[top.kind])
-        if not ends:
-            at = _byte(src, i)
-            if c == "\n":
-                out.add("\n")
-                line_start = True
-                i += 1
-                continue
-            argument = ""
-            if c == "_":
-                kind = "underline" if src.startswith("__", i) else "italic"
-                i += 1 if kind == "underline" else 0
-            elif c in "*~":
-                kind = {"*": "bold", "~": "strikethrough"}[c]
-            elif c == "|" and src.startswith("||", i):
-                kind = "spoiler"
-                i += 1
-            elif c == "[":
-                kind = "text_link"
-            elif c == "`" and src.startswith("```", i):
-                kind = "pre"
-                argument, i = _pre_start(src, i + 3)
-                i -= 1
-            elif c == "`":
-                kind = "code"
-            elif c == "!" and src.startswith("[", i + 1):
-                kind = "custom_emoji"
-                i += 1
-            elif c == ">" and line_start:
-                if in_quote:
-                    i += 1
-                    continue
-                kind, in_quote = "blockquote", True
-            else:
-                raise _reserved(c)
-            stack.append(_Open(kind, out.u16, at, len(out.chars), argument))
-            i += 1
-            continue
-        kind = top.kind
-        if c == "\n" and kind != "blockquote":
-            if kind != "spoiler" or top.at != _byte(src, i) - 2:
-                raise top.unclosed()
-            stack.pop()
-            top, kind = stack[-1], "expandable_blockquote"
-            if top.kind != "blockquote":
-                raise top.unclosed()
-        skip = out.u16 == top.offset
-        entity: Entity = {"type": kind, "offset": top.offset}
-        if kind in ("underline", "spoiler"):
-            i += 1
-        elif kind == "pre":
-            i += 2
-            if top.argument:
-                entity["language"] = top.argument
-        elif kind == "text_link":
-            if src.startswith("(", i + 1):
-                url, i = _read_url(src, i + 2)
-            else:
-                url = out.text(top.index)
-            entity["url"] = url
-            skip = skip or not url
-        elif kind == "custom_emoji":
-            if not src.startswith("(", i + 1):
-                raise _MarkupError("The entity must contain a tg://emoji or tg://time URL")
-            url, i = _read_url(src, i + 2)
-            match = re.fullmatch(r"tg://emoji\?id=([1-9][0-9]*)", url)
-            if not match:
-                raise _MarkupError("Invalid tg://emoji or tg://time URL specified")
-            entity["custom_emoji_id"] = match.group(1)
-        elif kind in ("blockquote", "expandable_blockquote"):
-            in_quote = False
-            out.add("\n")
-            line_start, skip = True, False
-        if not skip:
-            entity["length"] = out.u16 - top.offset
-            entities.append(entity)
-        stack.pop()
-        i += 1
-    if in_quote:
-        kind = "blockquote"
-        if stack[-1].kind == "spoiler" and stack[-1].at == len(src.encode()) - 2:
-            stack.pop()
-            kind = "expandable_blockquote"
-        if stack and stack[-1].kind == "blockquote":
-            top = stack.pop()
-            if out.u16 > top.offset:
-                entities.append({"type": kind, "offset": top.offset, "length": out.u16 - top.offset})
-    if stack:
-        raise stack[-1].unclosed()
-    return out.text(), _sorted(entities)
-
-
 # --- Markdown (legacy) --------------------------------------------------------
 
 def parse_markdown(src: str) -> tuple[str, list[Entity]]:
-    out, entities = _Out(), []
+    out, entities = Out(), []
     i = 0
     while i < len(src):
         c = src[i]
@@ -469,13 +265,13 @@ def parse_markdown(src: str) -> tuple[str, list[Entity]]:
         is_pre = src.startswith("```", i)
         i += 3 if is_pre else 1
         if is_pre:
-            language, i = _pre_start(src, i)
+            language, i = pre_start(src, i)
         offset, start_index = out.u16, len(out.chars)
         while i < len(src) and (src[i] != end_char or (is_pre and not src.startswith("```", i))):
             out.add(src[i])
             i += 1
         if i >= len(src):
-            raise _MarkupError(f"Can't find end of the entity starting at byte offset {_byte(src, begin)}")
+            raise MarkupError(f"Can't find end of the entity starting at byte offset {byte_offset(src, begin)}")
         if out.u16 > offset:
             entity: Entity = {"type": {"_": "italic", "*": "bold", "[": "text_link", "`": "code"}[c],
                               "offset": offset, "length": out.u16 - offset}
@@ -492,7 +288,7 @@ def parse_markdown(src: str) -> tuple[str, list[Entity]]:
             if entity.get("url") != "":
                 entities.append(entity)
         i += 3 if is_pre else 1
-    return out.text(), _sorted(entities)
+    return out.text(), sorted_entities(entities)
 
 
 _PARSERS = {"html": parse_html, "markdownv2": parse_markdown_v2, "markdown": parse_markdown}

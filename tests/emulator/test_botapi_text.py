@@ -3,13 +3,13 @@
 import pytest
 
 from comfyui_courier.emulator.botapi import ApiError
+from comfyui_courier.emulator.botapi.markdown_v2 import parse_markdown_v2
 from comfyui_courier.emulator.botapi.text import (
     command_entities,
     normalize,
     parse,
     parse_html,
     parse_markdown,
-    parse_markdown_v2,
 )
 
 
@@ -71,12 +71,38 @@ def test_markdown_v2_pre_and_blockquotes():
     assert parse_markdown_v2("**>a\n>b||") == ("a\nb", [{"type": "expandable_blockquote", "offset": 0, "length": 3}])
 
 
+@pytest.mark.parametrize(("markup", "parsed"), [
+    ("![👍](tg://emoji?id=5368324170671202286)",
+     ("👍", [{"type": "custom_emoji", "offset": 0, "length": 2, "custom_emoji_id": "5368324170671202286"}])),
+    ("[x]", ("x", [{"type": "text_link", "offset": 0, "length": 1, "url": "x"}])),  # the text is the URL
+    ("[x]()", ("x", [])),  # an empty URL: no entity
+    ("**", ("", [])),  # an empty entity is dropped
+    ("a\\\n>q", ("a\nq", [{"type": "blockquote", "offset": 2, "length": 1}])),  # an escaped newline starts a line
+    ("x\r\n>y", ("x\r\ny", [{"type": "blockquote", "offset": 3, "length": 1}])),
+    (">a\n>b\nc", ("a\nb\nc", [{"type": "blockquote", "offset": 0, "length": 4}])),
+    ("**>a||\nb", ("a\nb", [{"type": "expandable_blockquote", "offset": 0, "length": 2}])),
+    (">a||", ("a", [{"type": "expandable_blockquote", "offset": 0, "length": 1}])),
+    ("```\n*a\n```", ("*a\n", [{"type": "pre", "offset": 0, "length": 3}])),  # nothing is markup in pre
+    ("`a*b`", ("a*b", [{"type": "code", "offset": 0, "length": 3}])),
+    ("_a__b___", ("ab", [{"type": "italic", "offset": 0, "length": 2},
+                         {"type": "underline", "offset": 1, "length": 1}])),
+    ("*a\nb*", ("a\nb", [{"type": "bold", "offset": 0, "length": 3}])),
+])
+def test_markdown_v2_table(markup, parsed):
+    assert parse_markdown_v2(markup) == parsed
+
+
 @pytest.mark.parametrize(("markup", "error"), [
     ("Done.", "Character '.' is reserved and must be escaped with the preceding '\\'"),
     ("*bold", "Can't find end of Bold entity at byte offset 0"),
     ("ok ```py\nx", "Can't find end of PreCode entity at byte offset 3"),
     ("[a](http://x", "Can't find end of a URL at byte offset 4"),
     ("a > b", "Character '>' is reserved and must be escaped with the preceding '\\'"),
+    ("![x](tg://emoji?id=0)", "Invalid tg://emoji or tg://time URL specified"),
+    ("![x]", "The entity must contain a tg://emoji or tg://time URL"),
+    (">a\n||b\n", "Can't find end of Spoiler entity at byte offset 3"),
+    ("||a\n>b||", "Can't find end of Spoiler entity at byte offset 0"),
+    ("__a_b_\\__", "Can't find end of Italic entity at byte offset 8"),
 ])
 def test_markdown_v2_errors(markup, error):
     with pytest.raises(ApiError) as caught:
