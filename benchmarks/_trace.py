@@ -65,7 +65,7 @@ class Trace:
     def install(self) -> None:
         from comfyui_courier.bot import context, handlers
         from comfyui_courier.bot.sink import TelegramSink
-        from comfyui_courier.jobs.comfy_client import ComfyClient
+        from comfyui_courier.jobs.comfy.client import ComfyClient
         from comfyui_courier.store import jobs
 
         self._around(handlers, "gatekeeper", before="update")

@@ -213,7 +213,7 @@ async def measure(comfy_url: str, rounds: int, depth: int, deadline: Deadline) -
     load_pack()
     from comfyui_courier.core.config import load_settings
     from comfyui_courier.emulator.botapi import BotApiEmulator
-    from comfyui_courier.jobs.comfy_client import ComfyClient
+    from comfyui_courier.jobs.comfy.client import ComfyClient
     from comfyui_courier.runtime import Courier
     from comfyui_courier.store import commands
     from comfyui_courier.tests.support.graphs import cpu_bound

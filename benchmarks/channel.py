@@ -168,7 +168,7 @@ async def jobs_part(comfy_url: str, args, parts: list[str], part_deadline, seen:
     """The ``jobs`` and ``backlog`` parts of ``parts``, on one bot with ``comfy_url`` behind it."""
     load_pack()
     from comfyui_courier.emulator.botapi import BotApiEmulator
-    from comfyui_courier.jobs.comfy_client import ComfyClient
+    from comfyui_courier.jobs.comfy.client import ComfyClient
     from comfyui_courier.store.pool import connect
 
     per_user = -(-args.backlog // args.backlog_users) if "backlog" in parts else 1

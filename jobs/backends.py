@@ -19,8 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..core.logs import get_logger
 from ..store import StoreError, backends
-from .comfy_client import ComfyClient, ComfyError
-from .errors import is_model_file
+from .comfy.client import ComfyClient
+from .errors import ComfyError, is_model_file
 from .model_names import choices, kinds
 
 log = get_logger("backends")

@@ -36,17 +36,10 @@ from ..core import imaging
 from ..core.logs import get_logger
 from ..gpu.session import is_link, with_benchmark_node
 from ..store import benchmarks
-from .comfy_client import (
-    BackendUnavailable,
-    ComfyClient,
-    ComfyError,
-    Event,
-    ExecutionFailed,
-    Follower,
-    Gap,
-    Interrupted,
-    PromptLost,
-)
+from .comfy.client import ComfyClient
+from .comfy.events import Follower
+from .comfy.records import Event, Gap
+from .errors import BackendUnavailable, ComfyError, ExecutionFailed, Interrupted, PromptLost
 from .runner import JobRun, send_once
 from .workflow import fill_job, requires_image
 

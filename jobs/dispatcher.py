@@ -45,14 +45,9 @@ from ..store.db import Patient
 from ..store.errors import StoreError
 from . import backends as backend_health
 from . import bench, prompt_job
-from .comfy_client import (
-    BackendUnavailable,
-    ComfyClient,
-    ComfyError,
-    PromptLost,
-    describe_error,
-)
+from .comfy.client import ComfyClient
 from .db_wait import SLOW_S, DatabaseWait
+from .errors import BackendUnavailable, ComfyError, PromptLost, describe_error
 from .handoff import Handoff
 from .ports import ChatBlocked, ChatSink, Patience, StatusMessage
 from .runner import JobError, JobRun, Runner, elapsed_s

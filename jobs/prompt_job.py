@@ -22,7 +22,8 @@ from ..core.logs import get_logger
 from ..store import buttons, deliveries, sessions
 from ..store.privacy import INPUT_SUBFOLDER, input_filename
 from . import upscale
-from .comfy_client import ComfyClient, PromptResult
+from .comfy.client import ComfyClient
+from .comfy.records import PromptResult
 from .file_inputs import graph_file_problem
 from .ports import (
     ChatBlocked,

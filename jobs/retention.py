@@ -13,7 +13,8 @@ import asyncio
 
 from ..core.logs import get_logger
 from ..store import privacy
-from .comfy_client import ComfyClient, ComfyError
+from .comfy.client import ComfyClient
+from .errors import ComfyError
 
 log = get_logger("retention")
 

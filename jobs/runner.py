@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from ..core.config import Settings
 from ..store import deliveries
-from .comfy_client import ComfyClient
+from .comfy.client import ComfyClient
 from .handoff import Handoff
 from .ports import ChatSink, DeliveryFailed, DeliveryUnconfirmed, StatusMessage
 

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from ..jobs.backends import shown_error, shown_url
-from ..jobs.comfy_client import ComfyError
+from ..jobs.errors import ComfyError
 from ..runtime import COURIER, Courier
 from ..store import backends as table
 from .api import (

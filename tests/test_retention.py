@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from comfyui_courier.jobs import retention
-from comfyui_courier.jobs.comfy_client import ComfyClient
+from comfyui_courier.jobs.comfy.client import ComfyClient
 from comfyui_courier.tests.support.requires import require_comfyui
 
 USER = 111

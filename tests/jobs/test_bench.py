@@ -15,13 +15,9 @@ from comfyui_courier.gpu.runs import BenchmarkRun
 from comfyui_courier.gpu.session import RUN_KEY
 from comfyui_courier.gpu.storage import save_run
 from comfyui_courier.jobs import bench
-from comfyui_courier.jobs.comfy_client import (
-    ComfyClient,
-    Event,
-    ExecutionFailed,
-    Interrupted,
-    PromptRejected,
-)
+from comfyui_courier.jobs.comfy.client import ComfyClient
+from comfyui_courier.jobs.comfy.records import Event
+from comfyui_courier.jobs.errors import ExecutionFailed, Interrupted, PromptRejected
 from comfyui_courier.jobs.seed import SEED_DIR
 from comfyui_courier.jobs.workflow import WorkflowError
 from comfyui_courier.tests.jobs.bench_standin import StandIn, install

@@ -14,18 +14,17 @@ import aiohttp
 import pytest
 from PIL import Image
 
-from comfyui_courier.jobs.comfy_client import (
+from comfyui_courier.jobs.comfy.client import ComfyClient
+from comfyui_courier.jobs.comfy.events import EventStream
+from comfyui_courier.jobs.comfy.records import Event, Preview, parse_preview
+from comfyui_courier.jobs.errors import (
     BackendUnavailable,
-    ComfyClient,
-    Event,
     ExecutionFailed,
     Interrupted,
-    Preview,
     Problem,
     PromptLost,
     PromptRejected,
     describe_error,
-    parse_preview,
 )
 from comfyui_courier.jobs.model_sources import model_url
 from comfyui_courier.tests.fixtures.comfyui import ComfyUIProcess, free_port
@@ -203,7 +202,7 @@ async def test_upload_view_and_plain_endpoints(client):
 
 async def test_events_stream_frames(client):
     client_id = uuid.uuid4().hex
-    async with await client.events(client_id) as stream:
+    async with await EventStream.open(client, client_id) as stream:
         prompt_id = await client.queue_prompt(invert_workflow(random.randrange(1 << 24)), client_id)
         frames = []
         async for frame in stream:
@@ -290,7 +289,7 @@ async def test_fake_frames_match_real(real_comfyui, fake):
     for url in (real_comfyui, fake.url):
         async with ComfyClient(url) as comfy:
             client_id = uuid.uuid4().hex
-            async with await comfy.events(client_id) as stream:
+            async with await EventStream.open(comfy, client_id) as stream:
                 await comfy.queue_prompt(workflow, client_id)
                 frames = []
                 async for frame in stream:

@@ -15,14 +15,9 @@ import uuid
 import asyncpg
 import pytest
 
-from comfyui_courier.jobs.comfy_client import (
-    PUSH_MAX_BYTES,
-    WS_MAX_MSG_BYTES,
-    ComfyClient,
-    Preview,
-    parse_preview,
-    png_preview_payload,
-)
+from comfyui_courier.jobs.comfy.client import ComfyClient
+from comfyui_courier.jobs.comfy.http import WS_MAX_MSG_BYTES
+from comfyui_courier.jobs.comfy.records import PUSH_MAX_BYTES, Preview, parse_preview, png_preview_payload
 from comfyui_courier.jobs.prompt_job import result_files
 from comfyui_courier.jobs.workflow import OUTPUT_NODE, fill_job, nodes_of
 from comfyui_courier.tests.nodes import test_nodes_comfyui as node_tests

@@ -13,7 +13,8 @@ import os
 import pytest
 from PIL import Image
 
-from comfyui_courier.jobs.comfy_client import ComfyClient, ComfyError
+from comfyui_courier.jobs.comfy.client import ComfyClient
+from comfyui_courier.jobs.errors import ComfyError
 from comfyui_courier.jobs.file_inputs import NOT_A_COURIER_PICTURE
 from comfyui_courier.tests.support.requires import require_module
 

@@ -25,8 +25,8 @@ from PIL import Image
 from comfyui_courier.anyone import AnyoneService
 from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER, digest
 from comfyui_courier.core.config import Settings
-from comfyui_courier.jobs.comfy_client import ComfyClient, ComfyError
-from comfyui_courier.jobs.errors import PromptRejected
+from comfyui_courier.jobs.comfy.client import ComfyClient
+from comfyui_courier.jobs.errors import ComfyError, PromptRejected
 from comfyui_courier.jobs.file_inputs import NOT_A_COURIER_PICTURE, refusal
 from comfyui_courier.jobs.seed import sendable_node_types
 from comfyui_courier.server_routes import publish

@@ -14,7 +14,8 @@ import time
 import aiohttp
 import pytest
 
-from comfyui_courier.jobs.comfy_client import ComfyClient, ComfyError
+from comfyui_courier.jobs.comfy.client import ComfyClient
+from comfyui_courier.jobs.errors import ComfyError
 from comfyui_courier.store import commands
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.graphs import cpu_bound

@@ -22,7 +22,7 @@ from comfyui_courier.anyone.gateway import (
     digest,
     gateway_app,
 )
-from comfyui_courier.jobs.comfy_client import ComfyClient
+from comfyui_courier.jobs.comfy.client import ComfyClient
 from comfyui_courier.jobs.seed import (
     SEED_DIR,
     seed_manifest,

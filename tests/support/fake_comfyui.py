@@ -47,7 +47,7 @@ from aiohttp import WSMsgType, web
 from PIL import Image, ImageFilter, ImageOps
 
 from comfyui_courier.core import imaging
-from comfyui_courier.jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
+from comfyui_courier.jobs.comfy.records import PUSH_MAX_BYTES, png_preview_payload
 from comfyui_courier.jobs.file_inputs import NOT_A_COURIER_PICTURE, courier_picture_name
 from comfyui_courier.nodes.prefix import courier_prefix
 
