@@ -14,7 +14,6 @@ from aiohttp import web
 from .core.logs import get_logger
 from .runtime import COURIER, Courier
 from .server_routes import ROUTE_TABLES
-from .server_routes.editor_proof import EDITOR_GATE, EditorGate
 from .server_routes.host_guard import host_guard
 
 log = get_logger("host")
@@ -32,10 +31,7 @@ def attach(prompt_server) -> None:
 
     # before ComfyUI's own: a refused Host or Origin goes no further
     app.middlewares.insert(0, host_guard(courier.settings, args.enable_cors_header))
-    settings = courier.settings
-    gate = EditorGate(settings.admin_token.reveal() if settings is not None else "")
-    app[EDITOR_GATE] = gate
-    prompt_server.add_on_prompt_handler(gate.on_prompt)
+    prompt_server.add_on_prompt_handler(courier.editor_gate.on_prompt)
     for table in ROUTE_TABLES:  # ComfyUI serves its route table under / and /api/ (the frontend uses /api)
         for route in table:
             prompt_server.routes.route(route.method, route.path, **route.kwargs)(route.handler)

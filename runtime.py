@@ -17,6 +17,7 @@ from .core._version import __version__
 from .core.config import CONFIG_FILE_NAME, Settings, SettingsError, load_settings
 from .core.health import Health
 from .core.logs import get_logger
+from .jobs.editor_proof import EditorGate
 
 log = get_logger("runtime")
 
@@ -40,6 +41,7 @@ class Courier:
         self.dispatcher = None
         self.retention = None
         self.anyone = None
+        self.editor_gate = EditorGate(settings.admin_token.reveal() if settings is not None else "")
         self._boot_task: asyncio.Task | None = None
         self._bot_retry: asyncio.Task | None = None
         if settings_error:
@@ -221,6 +223,25 @@ class Courier:
 
     def health_report(self) -> dict:
         return {"version": __version__, "components": self.health.report()}
+
+    def bot_reason(self) -> str | None:
+        """Why the bot is not running, or None when it is."""
+        return None if self.bot is not None else self.health.report()["bot"]["reason"]
+
+    async def send_from_editor(self, approval, paths: list[str]) -> str | None:
+        """Send the files of an editor's approved Telegram Output (``editor_gate``'s ``Approval``) to its
+        chat; None when sent, else why nothing was. Runs on the loop the bot and the database live on."""
+        from .bot.editor_sends import send_approved
+
+        return await send_approved(self.bot.application.bot, self.store.pool, self.settings, approval, paths)
+
+    def takes_files_of(self, prompt_id: str) -> bool:
+        """Whether a job of this host follows ``prompt_id`` and takes its files in memory (``hand_over``)."""
+        return self.dispatcher is not None and self.dispatcher.handoff.expects(prompt_id)
+
+    def hand_over(self, prompt_id: str, node_id: str, files: list[bytes]) -> bool:
+        """Give the files a node of ``prompt_id`` saved to the job that follows it; False if none took them."""
+        return self.dispatcher is not None and self.dispatcher.handoff.hand_over(prompt_id, node_id, files)
 
 
 COURIER = web.AppKey("courier", Courier)

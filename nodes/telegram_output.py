@@ -23,8 +23,7 @@ from typing import Any, NamedTuple
 from comfy_api.v0_0_2 import io
 
 from ..core import imaging
-from ..jobs.comfy.records import PUSH_MAX_BYTES, png_preview_payload
-from ..server_routes.editor_proof import EDITOR_GATE, Approval
+from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
 from .prefix import courier_prefix
 
 IMAGES_AS = ("images", "animation")
@@ -127,16 +126,18 @@ class TelegramOutput(io.ComfyNode):
         return io.NodeOutput(ui=ui)
 
 
-def editor_verdict(send_to_chat: str, prompt) -> tuple[Approval | None, str | None]:
-    """(what the editor gate approved for this node of the running prompt, or None; why not)."""
+def editor_verdict(send_to_chat: str, prompt) -> tuple[Any, str | None]:
+    """(what the running Courier's editor gate approved for this node of the running prompt (an
+    ``Approval``), or None; why not)."""
     try:
         from comfy_execution.utils import get_executing_context
-        from server import PromptServer
+
+        courier, _ = running_courier()
     except ImportError:  # outside ComfyUI nothing can have approved it
-        context = gate = None
+        context = courier = None
     else:
         context = get_executing_context()
-        gate = PromptServer.instance.app.get(EDITOR_GATE)
+    gate = courier.editor_gate if courier is not None else None
     if context is None or gate is None:
         return None, "Courier's editor check is not loaded" if send_to_chat.strip() else None
     return gate.take(context.prompt_id, context.node_id, send_to_chat, prompt or {})
@@ -222,10 +223,9 @@ def hand_back(saved: list[Saved]) -> None:
     if context is None:
         return
     courier, _ = running_courier()
-    handoff = courier.dispatcher.handoff if courier is not None and courier.dispatcher is not None else None
-    if handoff is not None and handoff.expects(context.prompt_id):
+    if courier is not None and courier.takes_files_of(context.prompt_id):
         files = [s.data if s.data is not None else Path(s.path).read_bytes() for s in saved]
-        if handoff.hand_over(context.prompt_id, context.node_id, files):
+        if courier.hand_over(context.prompt_id, context.node_id, files):
             return
     server = PromptServer.instance
     images = [s.data for s in saved]
@@ -235,43 +235,15 @@ def hand_back(saved: list[Saved]) -> None:
         server.send_sync(BinaryEventTypes.PREVIEW_IMAGE, png_preview_payload(data), server.client_id)
 
 
-async def send_files(bot, chat_id: int, paths: list[str]) -> list[dict[str, Any]]:
-    """Send files to a chat as the dispatcher sends job results (lossless file, then a preview)."""
-    from ..bot.delivery import deliver_file
-
-    sent = []
-    for path in paths:
-        data = await asyncio.to_thread(Path(path).read_bytes)  # a video can be large: not on the loop
-        sent.append(await deliver_file(bot, chat_id, None, os.path.basename(path), data))
-    return sent
-
-
-async def send_from_editor(courier, loop: asyncio.AbstractEventLoop, approval: Approval,
-                           saved: list[Saved]) -> str | None:
-    """Send what the editor gate approved through ``courier``'s bot on ``loop`` (the server's, where the
-    bot and the database live); None when sent, or why nothing was (``send_to_recipient``)."""
-    if courier is None or courier.bot is None:
-        reason = courier.health.report()["bot"]["reason"] if courier is not None else "Courier is not loaded"
+async def send_from_editor(courier, loop: asyncio.AbstractEventLoop, approval, saved: list[Saved]) -> str | None:
+    """Send what the editor gate approved (``approval``) through ``courier``'s bot on ``loop`` (the
+    server's, where the bot and the database live); None when sent, or why nothing was."""
+    reason = courier.bot_reason() if courier is not None else "Courier is not loaded"
+    if reason is not None:
         raise RuntimeError(f"cannot send to Telegram chat {approval.chat}: the bot is not running ({reason}); "
                            f"the render is saved as {relative_name(saved[0])}")
-    future = asyncio.run_coroutine_threadsafe(send_to_recipient(courier, approval, [s.path for s in saved]), loop)
+    future = asyncio.run_coroutine_threadsafe(courier.send_from_editor(approval, [s.path for s in saved]), loop)
     return await asyncio.wait_for(asyncio.wrap_future(future), SEND_TIMEOUT_S)
-
-
-async def send_to_recipient(courier, approval: Approval, paths: list[str]) -> str | None:
-    """``send_files`` once the approval's proof is spent in PostgreSQL (it may have been on another
-    backend, or before a restart) and if the bot would let its chat in (PostgreSQL's admins, /allow
-    and bans with the settings); else sends nothing and says why."""
-    from ..bot.access import may_receive
-    from ..store import editor_nonces
-
-    pool, chat_id = courier.store.pool, approval.chat
-    if not await editor_nonces.spend(pool, approval.nonce, approval.node_id, approval.until):
-        return "the editor's proof was already used (on another server of the bot, or before a restart)"
-    if not await may_receive(pool, courier.settings, chat_id):
-        return f"chat {chat_id} is not an allowed user or admin of the bot"
-    await send_files(courier.bot.application.bot, chat_id, paths)
-    return None
 
 
 def relative_name(saved: Saved) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from comfyui_courier.bot.access import may_receive
 from comfyui_courier.core.config import Settings
-from comfyui_courier.server_routes.editor_proof import (
+from comfyui_courier.jobs.editor_proof import (
     APPROVAL_S,
     NO_CHECK,
     PROOF_KEY,

@@ -24,7 +24,8 @@ GPU_WHEELS = {"torch", "torchvision", "torchaudio"}  # ComfyUI's own; a pack mus
 NOT_SHIPPED = ("tests/", "benchmarks/", ".ci/", ".github/", ".gitignore")
 """What the Registry's archive leaves out (``.comfyignore``): the Registry's scanner reads every file in it."""
 USER_RUNS = ("__init__.py", "__main__.py", "cli.py", "tools/tryout.py", "tools/tiny_models.py",
-             "emulator/botapi/server.py", "emulator/botapi/web/index.html", "miniapp/index.html", "nodes/extension.py", "js/icon.svg",
+             "emulator/botapi/server.py", "emulator/botapi/web/index.html", "miniapp/index.html",
+             "nodes/extension.py", "js/icon.svg",
              "workflows/api/img.json",
              "locales/en/LC_MESSAGES/courier.po", "store/sql/schema.sql", "babel.cfg", "LICENSE", "README.md",
              "pyproject.toml", "requirements.txt")

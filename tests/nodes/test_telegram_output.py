@@ -14,10 +14,11 @@ import pytest
 from PIL import Image
 from telegram import Bot
 
+from comfyui_courier.bot.editor_sends import send_files
 from comfyui_courier.core.config import Settings
-from comfyui_courier.core.health import Health
+from comfyui_courier.jobs.editor_proof import Approval
 from comfyui_courier.nodes.prefix import courier_prefix
-from comfyui_courier.server_routes.editor_proof import Approval
+from comfyui_courier.runtime import Courier
 from comfyui_courier.tests.support.requires import require_comfy_api, require_module
 
 torch = require_module("torch", "ComfyUI's requirements bring it")
@@ -28,7 +29,6 @@ from comfyui_courier.nodes.telegram_output import (  # noqa: E402
     TelegramOutput,
     save_images,
     save_video,
-    send_files,
     send_from_editor,
     strip_video_metadata,
     workflow_metadata,
@@ -215,8 +215,8 @@ def approval(chat: int, nonce: str | None = None) -> Approval:
 async def test_send_from_editor_uses_the_running_bot_for_allowed_users_only_and_each_proof_once(
         tmp_path, bot, botapi_bot, store):
     (png,) = save_images(frames(1), target(tmp_path), None)
-    courier = SimpleNamespace(bot=SimpleNamespace(application=SimpleNamespace(bot=bot)), health=Health("bot"),
-                              store=store, settings=Settings(allowed_users=[4242]))
+    courier = Courier(Settings(allowed_users=[4242]), tmp_path, None)
+    courier.bot, courier.store = SimpleNamespace(application=SimpleNamespace(bot=bot)), store
     sent = approval(4242)
     assert await send_from_editor(courier, asyncio.get_running_loop(), sent, [png]) is None
     assert botapi_bot.outbox[0].method == "sendDocument"
@@ -230,9 +230,8 @@ async def test_send_from_editor_uses_the_running_bot_for_allowed_users_only_and_
 
 
 async def test_send_from_editor_says_why_when_the_bot_is_not_running(tmp_path):
-    health = Health("bot")
-    health.set("bot", "off", "TELEGRAM_BOT_TOKEN is not set")
-    courier = SimpleNamespace(bot=None, health=health)
+    courier = Courier(Settings(), tmp_path, None)
+    courier.health.set("bot", "off", "TELEGRAM_BOT_TOKEN is not set")
     saved = target(tmp_path).file(0, ".png")
     with pytest.raises(RuntimeError, match="bot is not running \\(TELEGRAM_BOT_TOKEN is not set\\); the render is "
                                            "saved as output/courier/result_00007_.png$"):  # no server path

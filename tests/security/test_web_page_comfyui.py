@@ -24,7 +24,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 
-from comfyui_courier.server_routes.editor_proof import PROOF_KEY, sign
+from comfyui_courier.jobs.editor_proof import PROOF_KEY, sign
 from comfyui_courier.store import access
 from comfyui_courier.tests.browser.cdp import Chromium
 from comfyui_courier.tests.fixtures.comfyui import free_port

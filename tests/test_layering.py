@@ -1,4 +1,5 @@
-"""The import order (docs/architecture.md): a lower package never imports a higher one.
+"""The import order (docs/architecture.md): a lower package never imports a higher one, and the root
+holds only entry files.
 
 Read from the source with ``ast`` (nothing is imported), so an import inside a function counts
 as much as one at the top, relative or absolute.
@@ -16,12 +17,23 @@ import comfyui_courier
 PACK_ROOT = Path(comfyui_courier.__file__).resolve().parent
 PACK_NAMES = ("comfyui_courier", PACK_ROOT.name)  # how tests and ComfyUI name the pack
 
-RULES = {  # package -> what none of its modules may import (pack packages, or third-party names)
-    "jobs": {"bot", "server_routes", "runtime", "telegram"},
-    "store": {"bot", "jobs", "server_routes", "runtime", "telegram"},
-    "anyone": {"bot", "jobs", "server_routes", "runtime", "telegram"},
-    "gpu": {"bot", "jobs", "server_routes", "runtime", "telegram"},
+ENTRY_FILES = {"__init__.py", "__main__.py", "cli.py", "host.py", "runtime.py"}
+"""The root's only modules: the pack's entry points and the composition of its packages."""
+
+MAY_IMPORT = {  # package -> the pack's packages its modules may import (besides its own); the root's
+    "core": set(),  # entry files may import any
+    "emulator": set(),  # a stand-in for Telegram: nothing of the product
+    "store": {"core"},
+    "anyone": {"core"},
+    "gpu": {"core", "store"},
+    "jobs": {"core", "store", "anyone", "gpu"},
+    "bot": {"core", "store", "jobs", "gpu"},
+    "server_routes": {"core", "store", "anyone", "gpu", "jobs", "bot", "runtime"},
+    "nodes": {"core", "store", "gpu", "jobs", "runtime"},  # the running Courier offers what they need
+    "tools": {"core", "store", "anyone", "jobs", "emulator"},
 }
+ONLY_BOT_SPEAKS_TELEGRAM = "telegram"
+"""python-telegram-bot is the bot's adapter: no other package imports it."""
 
 
 def imported(path: Path, root: Path = PACK_ROOT) -> list[tuple[int, str]]:
@@ -52,20 +64,28 @@ def _from_root(module: str) -> str:
 
 
 def violations(package: str, root: Path = PACK_ROOT) -> list[str]:
-    """``path:line imports module`` for each import ``RULES`` forbids ``package``."""
-    forbidden = RULES[package]
+    """``path:line imports module`` for each import of ``package`` that ``MAY_IMPORT`` does not allow."""
+    allowed = MAY_IMPORT[package] | {package}
+    pack = set(MAY_IMPORT) | {name.removesuffix(".py") for name in ENTRY_FILES}
     bad = []
     for path in sorted((root / package).rglob("*.py")):
         for line, module in imported(path, root):
-            if module.split(".")[0] in forbidden:
+            first = module.split(".")[0]
+            if (first in pack and first not in allowed) or (first == ONLY_BOT_SPEAKS_TELEGRAM and package != "bot"):
                 bad.append(f"{path.relative_to(root)}:{line} imports {module}")
     return bad
 
 
-@pytest.mark.parametrize("package", sorted(RULES))
-def test_lower_packages_import_no_higher_one(package):
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_each_package_imports_only_the_ones_below_it(package):
     assert list((PACK_ROOT / package).rglob("*.py")), f"no modules under {package}/"
     assert violations(package) == []
+
+
+def test_every_package_has_its_place_and_the_root_holds_only_entry_files():
+    packages = {path.parent.name for path in PACK_ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages == set(MAY_IMPORT)
+    assert {path.name for path in PACK_ROOT.glob("*.py")} == ENTRY_FILES
 
 
 def test_the_check_sees_every_kind_of_import(tmp_path):
@@ -80,6 +100,7 @@ def test_the_check_sees_every_kind_of_import(tmp_path):
         "    import telegram.error\n"             # 5: inside a function
         "    from telegram import Bot\n"          # 6
         "    from comfyui_courier.bot import i18n\n"  # 7: absolute, under the tests' name
-        "    from ... import i18n\n")             # allowed: the neutral catalog
+        "    from ...core import i18n\n"          # allowed: the base
+        "    from ...runtime import COURIER\n")    # 9: the composition
     found = violations("jobs", tmp_path)
-    assert [v.split(":")[1].split()[0] for v in found] == ["1", "2", "5", "6", "7"], found
+    assert [v.split(":")[1].split()[0] for v in found] == ["1", "2", "5", "6", "7", "9"], found

@@ -32,8 +32,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from aiohttp import web
-
 from ..core.logs import get_logger
 
 log = get_logger("editor")
@@ -239,6 +237,3 @@ def spent_until(approved: Note) -> float:
     approval was made at least ``VALID_S`` before the proof's time, so its expiry plus twice
     ``VALID_S`` is past every such run."""
     return approved.expires + 2 * VALID_S
-
-
-EDITOR_GATE = web.AppKey("courier_editor_gate", EditorGate)
