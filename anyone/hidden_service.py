@@ -17,7 +17,7 @@ is authorized, its secret line written into this host's own ClientOnionAuthDir
 and no client we never publish.
 
 Bot-host credentials: onion clients cannot be told apart, so each client also gets
-a token the gateway (gateway.py) asks for on every request. The server keeps only
+a token the gateway (gateway_policy.py) asks for on every request. The server keeps only
 its SHA-256 (``clients/<name>.credential``); the bot host keeps the line
 ``<address> <token>`` in ``<its data dir>/anyone/credentials/<name>.credential``
 and sends the token to that backend only (``bot_credentials``). They are made

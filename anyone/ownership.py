@@ -1,6 +1,6 @@
 """What each bot-host credential owns behind the gateway: its prompt ids, client ids and files.
 
-The gateway (gateway.py) lets a credential cancel, read or delete only what it owns. Each
+The gateway's policy (gateway_policy.py) lets a credential cancel, read or delete only what it owns. Each
 credential has its own tables, each bounded on its own (``REMEMBERED`` entries, the oldest
 forgotten first), so one credential's traffic never evicts another's entries. A prompt id is
 owned once ComfyUI accepted the prompt (never on the caller's word), a file once the caller's

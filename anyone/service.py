@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..core.logs import get_logger
 from .errors import AnonStartError, AnyoneError, ClientAuthError
-from .gateway import Gateway, NodeTypes
+from .gateway import Gateway
+from .gateway_policy import NodeTypes
 from .hidden_service import CREDENTIAL, CREDENTIALS, HiddenService, exposure_warning
 from .install import find_anon
 from .privnet import TEST_NETWORK_FILE, load_test_network

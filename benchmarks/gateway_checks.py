@@ -1,4 +1,4 @@
-"""What the hidden service's gateway spends checking a request (anyone/gateway.py), in µs.
+"""What the hidden service's gateway spends checking a request (anyone/gateway_policy.py), in µs.
 
     python benchmarks/gateway_checks.py [--repeats 2000] [--budget 60]
 
@@ -38,7 +38,8 @@ def request(app, method: str, path: str, headers: dict, body: bytes = b""):
 
 
 async def checked_us(app, method: str, path: str, headers: dict, body: bytes = b"") -> float:
-    from comfyui_courier.anyone.gateway import POLICY, Forward, route
+    from comfyui_courier.anyone.gateway import POLICY
+    from comfyui_courier.anyone.gateway_policy import Forward, route
 
     policy = app[POLICY]
     made = request(app, method, path, headers, body)
@@ -86,7 +87,7 @@ async def gateway(policy):
 
 async def run(args, deadline: Deadline) -> None:
     load_pack()
-    from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER, Policy, digest
+    from comfyui_courier.anyone.gateway_policy import CREDENTIAL_HEADER, Policy, digest
     from comfyui_courier.jobs.seed import sendable_node_types
 
     tokens = [f"credential-{i}" for i in range(3)]

@@ -248,7 +248,7 @@ async def demo_jobs(net, anon: Path, jobs: int, deadline: Deadline, trace: Trace
 async def run(args, deadline: Deadline) -> None:
     load_pack()
     logging.getLogger("courier.anyone").setLevel(logging.ERROR)  # anon's test-network warnings
-    from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER
+    from comfyui_courier.anyone.gateway_policy import CREDENTIAL_HEADER
     from comfyui_courier.anyone.hidden_service import BOT_HOST, CREDENTIAL, CREDENTIALS
     from comfyui_courier.anyone.install import find_anon
     from comfyui_courier.anyone.privnet import PrivateNetwork

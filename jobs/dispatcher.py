@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from ..anyone.gateway import CREDENTIAL_HEADER
+from ..anyone.gateway_policy import CREDENTIAL_HEADER
 from ..anyone.transport import make_connector
 from ..core import i18n
 from ..core.config import Settings

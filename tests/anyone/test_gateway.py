@@ -1,4 +1,5 @@
-"""The hidden service's filtering proxy (anyone/gateway.py) in front of a loopback stand-in for ComfyUI."""
+"""The hidden service's filtering proxy (anyone/gateway.py, its policy in gateway_policy.py, bodies read by
+gateway_bodies.py) in front of a loopback stand-in for ComfyUI."""
 
 import asyncio
 import json
@@ -8,14 +9,8 @@ import pytest
 from aiohttp import WSMsgType, web
 
 from comfyui_courier.anyone import ownership
-from comfyui_courier.anyone.gateway import (
-    CREDENTIAL_HEADER,
-    ROUTES,
-    Policy,
-    digest,
-    gateway_app,
-    route,
-)
+from comfyui_courier.anyone.gateway import gateway_app
+from comfyui_courier.anyone.gateway_policy import CREDENTIAL_HEADER, ROUTES, Policy, digest, route
 from comfyui_courier.tests.support.http import serve_app
 
 WAIT_S = 10

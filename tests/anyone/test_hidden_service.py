@@ -11,7 +11,7 @@ from comfyui_courier.anyone import (
     generate_client_auth,
     qr_png,
 )
-from comfyui_courier.anyone.gateway import digest
+from comfyui_courier.anyone.gateway_policy import digest
 from comfyui_courier.anyone.hidden_service import (
     ADDRESS as ADDRESS_FORMAT,
 )

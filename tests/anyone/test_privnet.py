@@ -23,7 +23,7 @@ from comfyui_courier.anyone import (
     telegram_proxy_url,
     write_client_credential,
 )
-from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER
+from comfyui_courier.anyone.gateway_policy import CREDENTIAL_HEADER
 from comfyui_courier.core.config import Settings
 from comfyui_courier.tests.fixtures.anyone import (
     share_client_key,

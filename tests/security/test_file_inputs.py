@@ -23,7 +23,7 @@ import pytest
 from PIL import Image
 
 from comfyui_courier.anyone import AnyoneService
-from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER, digest
+from comfyui_courier.anyone.gateway_policy import CREDENTIAL_HEADER, digest
 from comfyui_courier.core.config import Settings
 from comfyui_courier.jobs.comfy.client import ComfyClient
 from comfyui_courier.jobs.errors import ComfyError, PromptRejected

@@ -16,12 +16,8 @@ import aiohttp
 import pytest
 from PIL import Image
 
-from comfyui_courier.anyone.gateway import (
-    CREDENTIAL_HEADER,
-    Policy,
-    digest,
-    gateway_app,
-)
+from comfyui_courier.anyone.gateway import gateway_app
+from comfyui_courier.anyone.gateway_policy import CREDENTIAL_HEADER, Policy, digest
 from comfyui_courier.jobs.comfy.client import ComfyClient
 from comfyui_courier.jobs.seed import (
     SEED_DIR,

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from comfyui_courier.anyone import describe_proxy_error, make_session
-from comfyui_courier.anyone.gateway import CREDENTIAL_HEADER
+from comfyui_courier.anyone.gateway_policy import CREDENTIAL_HEADER
 from comfyui_courier.core.config import Settings
 from comfyui_courier.tests.fixtures.anyone import shared_credential
 from comfyui_courier.tests.support.http import serve_app
