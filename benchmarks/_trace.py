@@ -63,13 +63,13 @@ class Trace:
         self.paths.pop()
 
     def install(self) -> None:
-        from comfyui_courier.bot import context, handlers
+        from comfyui_courier.bot import handlers, queueing
         from comfyui_courier.bot.sink import TelegramSink
         from comfyui_courier.jobs.comfy.client import ComfyClient
         from comfyui_courier.store import jobs
 
         self._around(handlers, "gatekeeper", before="update")
-        self._around(context, "submit", before="submit", after="committed")  # CourierContext.submit_job's
+        self._around(queueing, "submit", before="submit", after="committed")  # queueing.queue_job's
         self._around(jobs, "claim", after="claimed", when=lambda job: job is not None)
         self._around(ComfyClient, "queue_prompt", before="post_prompt", after="prompt_queued")
         self._around(ComfyClient, "run_prompt", after="run_returned")

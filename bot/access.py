@@ -28,10 +28,9 @@ from ..core.i18n import message_id
 from ..core.logs import get_logger
 from ..jobs.submit import Quota
 from ..store import access, jobs
-from . import miniapp
 from .context import CHOSEN_LANGUAGE, STORED_ADMIN, CourierContext
 from .parsing import clean_text, parse_command
-from .refusals import BANNED, QUOTA, STRANGER
+from .refusals import BANNED, STRANGER
 
 log = get_logger("bot")
 
@@ -66,18 +65,14 @@ async def refusal(update: Update, context: CourierContext) -> str | None:
 
     On the way, the language they chose (``/lang``) is read for ``context.language``: it holds
     across restarts and for every handler, the error handler included; so is whether they are an
-    admin made in PostgreSQL (``is_admin``), and the command the message names, if any, for its
-    handler (``context.named_command``).
+    admin made in PostgreSQL (``is_admin``). It decides access only: what a handler needs beyond
+    that, the handler reads.
     """
-    user, message = update.effective_user, update.message
+    user = update.effective_user
     username = (clean_text(user.username) or "").lower() or None
     settings = context.settings
-    text = message.text or message.caption or miniapp.sent_line(message) if message is not None else None
-    request = parse_command(text, context.bot.username)
     admission = await access.admit(context.pool, user.id, username, allowed_ids(settings), allowed_names(settings),
-                                   EVERYONE in settings.allowed_users, request.name if request is not None else None)
-    if request is not None:
-        context.named_command = (request.name, *admission.command)
+                                   EVERYONE in settings.allowed_users)
     context.user_data[CHOSEN_LANGUAGE] = admission.language
     context.user_data[STORED_ADMIN] = admission.admin
     if is_admin(update, context):
@@ -154,14 +149,7 @@ def quota_of(update: Update, context: CourierContext) -> Quota | None:
     settings = context.settings
     if is_admin(update, context) or not (settings.quota_hour or settings.quota_day):
         return None
-
-    async def refuse(spent: str) -> None:  # one reply for a burst of commands past the quota
-        if not context.bot_data.refusals.due(QUOTA, update.effective_user.id):
-            return
-        usage = await access.quota_usage(context.pool, update.effective_user.id)
-        await update.effective_message.reply_text(quota_line(update, context, spent, usage))
-
-    return Quota(settings.quota_hour, settings.quota_day, refuse)
+    return Quota(settings.quota_hour, settings.quota_day)
 
 
 def quota_line(update: Update, context: CourierContext, spent: str, usage: access.QuotaUsage) -> str:

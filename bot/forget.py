@@ -20,7 +20,7 @@ from telegram.error import TelegramError
 
 from ..jobs import retention
 from ..store import access, jobs, privacy
-from . import admin
+from .cancelling import end_cancelled
 from .context import CourierContext
 
 BUTTON_PREFIX = "forget:"
@@ -48,7 +48,7 @@ async def confirm(update: Update, context: CourierContext) -> None:
         await query.answer(context.t(update, "forget_stale"))
         return
     await query.answer()
-    await admin.end_cancelled(context, await jobs.cancel_user_jobs(context.pool, user.id), forgotten=True)
+    await end_cancelled(context, await jobs.cancel_user_jobs(context.pool, user.id), forgotten=True)
     left = await privacy.forget_user(context.pool, user.id)
     files_kept, messages_kept = await delete_leftovers(context, left)
     files = sum(len(f) for f in left.files.values())

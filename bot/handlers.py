@@ -32,7 +32,9 @@ from ..core.logs import get_logger
 from ..jobs.options import WIDEST, command_options, offered
 from ..store import commands, jobs
 from ..store.errors import is_outage
-from . import access, admin, buttons, defaults, forget, inline, keyboards, languages, miniapp, models
+from . import access, buttons, defaults, forget, inline, keyboards, languages, miniapp, models
+from .admin import ADMIN_HANDLERS, admin_menu
+from .cancelling import cancel_one, end_cancelled
 from .context import CourierContext
 from .options import option_lines
 from .outage import defer, tell_waiting
@@ -133,7 +135,7 @@ async def _help_lines(context: CourierContext, update: Update) -> str:
     groups = [await _command_lines(context, update),
               context.t(update, "help_builtins") + "\n" + lines(command_menu([], language)[1:])]  # but /help
     if access.is_admin(update, context):
-        groups.append(context.t(update, "help_admins") + "\n" + lines(admin.admin_menu(language)))
+        groups.append(context.t(update, "help_admins") + "\n" + lines(admin_menu(language)))
     return "\n\n".join(group for group in groups if group)
 
 
@@ -149,7 +151,7 @@ def builtin_help(name: str, language: str) -> str:
     def say(key: str, **params) -> str:
         return i18n.text(language, key, **params)
 
-    described = dict(command_menu([], language) + admin.admin_menu(language), start=say("help_start"))
+    described = dict(command_menu([], language) + admin_menu(language), start=say("help_start"))
     if name == "settings":
         return say("help_settings", description=described[name],
                    options=", ".join(f"--{option}" for option in offered(WIDEST)))
@@ -199,9 +201,9 @@ async def cancel(update: Update, context: CourierContext) -> None:
     job, if it is theirs (an admin's: anyone's)."""
     request = parse_command(update.effective_message.text, context.bot.username)
     if request is not None and request.args:
-        await admin.cancel_one(update, context, request.args)
+        await cancel_one(update, context, request.args)
         return
-    count = await admin.end_cancelled(context, await jobs.cancel_user_jobs(context.pool, update.effective_user.id))
+    count = await end_cancelled(context, await jobs.cancel_user_jobs(context.pool, update.effective_user.id))
     replies = [context.t(update, "edit_cancelled")] if await buttons.cancel_edit(update, context) else []
     if count or not replies:
         replies.append(context.nt(update, "cancelled", count) if count else context.t(update, "nothing_to_cancel"))
@@ -317,7 +319,7 @@ async def on_error(update: object, context: CourierContext) -> None:
 BUILT_IN_HANDLERS = {"start": start, "help": help_command, "status": status, "cancel": cancel,
                      "quota": access.quota, "lang": languages.lang, "settings": defaults.settings,
                      "models": models.models, "forget": forget.forget, "history": buttons.history, "app": miniapp.app,
-                     **admin.ADMIN_HANDLERS}  # admins only (each checks): before the command table's
+                     **ADMIN_HANDLERS}  # admins only (each checks): before the command table's
 """The built-in commands' handlers by name; a command table's command of the same name is never reached."""
 BUILTIN_COMMANDS = tuple(BUILT_IN_HANDLERS)
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import functools
+import contextlib
 
 from aiohttp import web
 
 from ..gpu.storage import load_runs
-from ..jobs.ports import DeliveryFailed
-from ..jobs.submit import announce, submit
-from ..jobs.workflow import WorkflowError
+from ..jobs.ports import ChatError, DeliveryFailed
+from ..jobs.submit import announcing
 from ..runtime import COURIER
-from ..store import access, commands
 from .api import (
     ADMIN,
     STATUS,
@@ -45,37 +43,39 @@ async def benchmark_runs(request: web.Request) -> web.Response:
 @endpoint(ADMIN)
 async def run_benchmark(request: web.Request) -> web.Response:
     """Queue ``/bench`` for a stored command; the report and chart go to ``chat_id`` (an admin's chat)."""
-    from ..core import i18n
-    from ..jobs import bench as bench_job
+    from ..jobs import bench, queueing  # the benchmark runner's imports: on first use only
     body = check_body(await read_json(request), {"command": Field(str, required=True, max_length=32),
                                                  "repeats": Field(int), "chat_id": Field(int, required=True)})
     courier = request.app[COURIER]
     if courier.bot is None:
         raise ApiError(503, "no_bot", "the bot is not running: results could not be delivered")
-    pool = store_of(courier).pool
-    if body["chat_id"] not in courier.settings.admin_users and body["chat_id"] not in await access.stored_admins(pool):
+    pool, chat_id = store_of(courier).pool, body["chat_id"]
+    asked = queueing.BenchRequest(body["command"].lstrip("/"), body.get("repeats", bench.DEFAULT_REPEATS))
+    planned = await queueing.plan_benchmark(pool, courier.settings, asked, user_id=chat_id, language=None)
+    if isinstance(planned, queueing.NotAdmin):
         raise ApiError(403, "not_admin", "chat_id must be an admin's: one of COURIER_ADMIN_USERS or the owner's")
-    command = await commands.get_command(pool, body["command"].lstrip("/"))
-    if command is None:
+    if isinstance(planned, queueing.UnknownCommand):
         raise ApiError(404, "unknown_command", f"no command named {body['command']!r}")
-    repeats = body.get("repeats", bench_job.DEFAULT_REPEATS)
-    try:
-        bench_job.benchmark_prompt(command.workflow, name=command.name, repeats=repeats)
-        params = bench_job.job_params(command.name, command.workflow, repeats, None)
-    except (WorkflowError, ValueError) as exc:
-        raise ApiError(400, "bad_benchmark", str(exc)) from None
-    chat_id = body["chat_id"]
-
-    async def post_status(position: int) -> int:
-        return await courier.sink.send_text(chat_id, i18n.text(
-            courier.settings.language, "bench_queued", name=command.name, warmup=params["warmup"],
-            repeats=repeats, position=position))
-
+    if isinstance(planned, queueing.BadBenchmark):
+        raise ApiError(400, "bad_benchmark", planned.reason)
     try:
         # Asked first: once queued, the dispatcher may start the job before the reply is tried.
         await courier.sink.check_chat(chat_id)
-        job_id = await submit(pool, user_id=chat_id, chat_id=chat_id, command="bench", params=params)
-        position = await announce(pool, job_id, post_status, functools.partial(courier.sink.delete_message, chat_id))
+        queued = await queueing.queue_benchmark(pool, planned, user_id=chat_id, chat_id=chat_id)  # no cap: Queued
+        position = await announce(courier, queued.job_id, planned, chat_id)
     except DeliveryFailed as exc:  # nothing queued, or the job is cancelled
         raise ApiError(502, "telegram_error", f"cannot message chat {chat_id}: {exc}") from None
-    return json_response({"job_id": job_id, "position": position}, status=202)
+    return json_response({"job_id": queued.job_id, "position": position}, status=202)
+
+
+async def announce(courier, job_id: int, benchmark, chat_id: int) -> int | None:
+    """Tell ``chat_id`` that ``benchmark`` is queued, in the settings' language (``submit.announcing``);
+    the position said, None if the job is no longer queued."""
+    async with announcing(store_of(courier).pool, job_id) as reply:
+        if reply.position is not None:
+            reply.message_id = await courier.sink.send_text(
+                chat_id, benchmark.queued_text(courier.settings.language, reply.position))
+    if reply.redundant:
+        with contextlib.suppress(ChatError):
+            await courier.sink.delete_message(chat_id, reply.message_id)
+    return reply.position

@@ -1,18 +1,20 @@
 """Submitting a job (jobs/submit.py) on real PostgreSQL: the cap, commit before the reply, the status message."""
 
 import asyncio
+import contextlib
 
 import pytest
 
-from comfyui_courier.jobs.ports import DeliveryFailed
-from comfyui_courier.jobs.submit import announce, submit
+from comfyui_courier.jobs.ports import ChatError, DeliveryFailed
+from comfyui_courier.jobs.submit import AtCap, Duplicate, Queued, Quota, QuotaSpent, announcing, submit
 from comfyui_courier.store import jobs, users
 
 USER, CHAT = 4242, 4242
 
 
 class Chat:
-    """Records the status replies and refusals; message ids count from 100."""
+    """An adapter of ``submit``'s results, as the bot is: records the status replies and refusals;
+    message ids count from 100."""
 
     def __init__(self, fail: bool = False, gate: asyncio.Event | None = None, error: Exception | None = None):
         self.fail = fail
@@ -37,16 +39,29 @@ class Chat:
     async def delete_status(self, message_id: int) -> None:
         self.deleted.append(message_id)
 
-    async def refuse(self, count: int) -> None:
-        self.refused.append(count)
+    async def submit(self, pool, **kw) -> int | None:
+        """Submit; the job's id, or None after telling the user why not (at the cap)."""
+        submitted = await submit(pool, user_id=USER, chat_id=CHAT, command="demo", **kw)
+        if isinstance(submitted, AtCap):
+            self.refused.append(submitted.active)
+        return submitted.job_id if isinstance(submitted, Queued) else None
+
+    async def announce(self, pool, job_id: int) -> int | None:
+        """The "Queued" reply, as the adapters send it (``submit.announcing``); the position said."""
+        async with announcing(pool, job_id) as reply:
+            if reply.position is not None:
+                reply.message_id = await self.post_status(reply.position)
+        if reply.redundant:
+            with contextlib.suppress(ChatError):
+                await self.delete_status(reply.message_id)
+        return reply.position
 
 
 async def submit_one(store, chat: Chat, max_active: int | None = 2, **kw):
     """Submit, then announce, as the bot does (there in a task of its own)."""
-    job_id = await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={"prompt": "a cat"},
-                          refuse=chat.refuse, max_active=max_active, **kw)
+    job_id = await chat.submit(store.pool, params={"prompt": "a cat"}, max_active=max_active, **kw)
     if job_id is not None:
-        await announce(store.pool, job_id, chat.post_status, chat.delete_status)
+        await chat.announce(store.pool, job_id)
     return job_id
 
 
@@ -126,9 +141,9 @@ async def test_a_reply_that_times_out_withdraws_a_queued_job_but_not_a_started_o
 
 async def test_no_queued_reply_for_a_job_that_started_before_it(store):
     chat = Chat()
-    job_id = await submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={})
+    job_id = await chat.submit(store.pool, params={})
     assert (await jobs.claim(store.pool, "w", 60)).id == job_id
-    assert await announce(store.pool, job_id, chat.post_status, chat.delete_status) is None
+    assert await chat.announce(store.pool, job_id) is None
     assert (chat.posted, chat.deleted) == ([], [])
 
 
@@ -155,8 +170,23 @@ async def test_an_update_refused_at_the_cap_is_refused_once(store):
 async def test_the_cap_holds_under_a_flood_of_one_users_commands(store):
     """40 commands of one user at once, each in its own connection: exactly the cap is queued."""
     chat = Chat()
-    queued = await asyncio.gather(*(submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={},
-                                           max_active=3, update=(7000, n, 0), refuse=chat.refuse) for n in range(40)))
+    queued = await asyncio.gather(*(chat.submit(store.pool, params={}, max_active=3, update=(7000, n, 0))
+                                    for n in range(40)))
     assert len([job_id for job_id in queued if job_id is not None]) == 3
     assert sorted(chat.refused) == [3] * 37
     assert len(await jobs.list_queue(store.pool, user_id=USER)) == 3
+
+
+async def test_submit_says_what_happened_as_a_value_and_tells_nobody(store):
+    """Queued, at the cap, a duplicate update, the quota spent: each a value to assert, no chat needed."""
+    def ask(**kw):
+        return submit(store.pool, user_id=USER, chat_id=CHAT, command="demo", params={}, **kw)
+
+    first = await ask(max_active=1, update=(7000, 1, 0))
+    assert isinstance(first, Queued) and (await jobs.get_job(store.pool, first.job_id)).status == "queued"
+    assert await ask(max_active=1, update=(7000, 2, 0)) == AtCap(1)
+    assert await ask(max_active=1, update=(7000, 1, 0)) == Duplicate()
+    hourly = Quota(per_hour=1, per_day=0)
+    assert isinstance(await ask(quota=hourly), Queued)  # counted against the quota from here on
+    assert await ask(quota=hourly) == QuotaSpent("hour")
+    assert len(await jobs.list_queue(store.pool, user_id=USER)) == 2
