@@ -1,7 +1,7 @@
 """Courier's HTTP routes, all under /courier/: one RouteTableDef per module.
 
-Access is decided per route by ``api.endpoint`` (admin token, read-only from this machine, the
-webhook's secret; health tells strangers the states only); anyone stays public as before.
+Each route declares its access in its table (``access.Routes``: admin token, read-only from this
+machine, backend, public, the webhook's secret), and the router gets the route's guarded handler only.
 """
 
 from . import (

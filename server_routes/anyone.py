@@ -10,9 +10,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..runtime import COURIER
-from .api import STATUS, ApiError, endpoint, json_response
+from .access import STATUS, Routes
+from .api import ApiError, json_response
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 
 def _address(request: web.Request) -> str | None:
@@ -20,8 +21,7 @@ def _address(request: web.Request) -> str | None:
     return anyone.onion_address if anyone is not None else None
 
 
-@routes.get("/courier/anyone")
-@endpoint(STATUS)
+@routes.get("/courier/anyone", access=STATUS)
 async def anyone_status(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
     report = courier.health.report()["anyone"]
@@ -29,8 +29,7 @@ async def anyone_status(request: web.Request) -> web.Response:
     return json_response({**report, "onion_address": address, "url": f"http://{address}/" if address else None})
 
 
-@routes.get("/courier/anyone/qr.png")
-@endpoint(STATUS)
+@routes.get("/courier/anyone/qr.png", access=STATUS)
 async def anyone_qr(request: web.Request) -> web.Response:
     address = _address(request)
     if address is None:

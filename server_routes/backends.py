@@ -14,20 +14,10 @@ from ..jobs.backends import shown_error, shown_url
 from ..jobs.errors import ComfyError
 from ..runtime import COURIER, Courier
 from ..store import backends as table
-from .api import (
-    ADMIN,
-    STATUS,
-    ApiError,
-    Field,
-    check_body,
-    endpoint,
-    is_loopback_host,
-    json_response,
-    read_json,
-    store_of,
-)
+from .access import ADMIN, STATUS, Routes, is_loopback_host
+from .api import ApiError, Field, check_body, json_response, read_json, store_of
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 PROBE_TIMEOUT_S = 5.0
 MAX_CAPACITY = 64
@@ -36,8 +26,7 @@ ROW_FIELDS = ("id", "capacity", "healthy", "draining", "running", "models", "che
               "last_error")  # errors are stored with the URL shown as shown_url does
 
 
-@routes.get("/courier/backends")
-@endpoint(STATUS)
+@routes.get("/courier/backends", access=STATUS)
 async def backends(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
     entries = await probe_backends(courier)
@@ -49,8 +38,7 @@ async def backends(request: web.Request) -> web.Response:
     return json_response({"backends": entries})
 
 
-@routes.patch("/courier/backends/{id:[0-9]{1,18}}")
-@endpoint(ADMIN)
+@routes.patch("/courier/backends/{id:[0-9]{1,18}}", access=ADMIN)
 async def change_backend(request: web.Request) -> web.Response:
     """Drain (``{"draining": true}``: it finishes what it runs, takes nothing new), undrain, or set
     ``capacity`` (prompts each host keeps on it at once; dispatchers read it when they start)."""

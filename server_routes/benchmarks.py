@@ -10,28 +10,16 @@ from ..gpu.storage import load_runs
 from ..jobs.ports import ChatError, DeliveryFailed
 from ..jobs.submit import announcing
 from ..runtime import COURIER
-from .api import (
-    ADMIN,
-    STATUS,
-    ApiError,
-    Field,
-    check_body,
-    endpoint,
-    json_response,
-    query_int,
-    query_text,
-    read_json,
-    store_of,
-)
+from .access import ADMIN, STATUS, Routes
+from .api import ApiError, Field, check_body, json_response, query_int, query_text, read_json, store_of
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 RUN_FIELDS = ("id", "created_at", "workflow", "device", "host", "comfyui_version", "torch_version",
               "repeats", "warmup", "wall_s", "stats", "peak_memory_bytes")  # per_node: see the node's report
 
 
-@routes.get("/courier/benchmarks")
-@endpoint(STATUS)
+@routes.get("/courier/benchmarks", access=STATUS)
 async def benchmark_runs(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", default=20, minimum=1, maximum=200)
     workflow = query_text(request, "workflow", max_length=256)
@@ -39,8 +27,7 @@ async def benchmark_runs(request: web.Request) -> web.Response:
     return json_response({"runs": [{name: getattr(run, name) for name in RUN_FIELDS} for run in runs]})
 
 
-@routes.post("/courier/benchmarks/run")
-@endpoint(ADMIN)
+@routes.post("/courier/benchmarks/run", access=ADMIN)
 async def run_benchmark(request: web.Request) -> web.Response:
     """Queue ``/bench`` for a stored command; the report and chart go to ``chat_id`` (an admin's chat)."""
     from ..jobs import bench, queueing  # the benchmark runner's imports: on first use only

@@ -30,10 +30,11 @@ from ..jobs.workflow import WorkflowError
 from ..runtime import COURIER, Courier
 from ..store import commands
 from . import publish
-from .api import ADMIN, STATUS, ApiError, Field, check_body, endpoint, json_response, read_json, store_of
+from .access import ADMIN, STATUS, Routes
+from .api import ApiError, Field, check_body, json_response, read_json, store_of
 from .readiness import backend_offers
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 NODE_TYPES = web.AppKey("courier_node_types", Collection[str])
 """Node types a published graph may use; absent = those of the ComfyUI we run in."""
@@ -55,15 +56,13 @@ AUTO_CHOICES = ("prompt", "image", "outputs")
 PATCH_BODY = {"enabled": Field(bool, required=True)}
 
 
-@routes.get("/courier/commands")
-@endpoint(STATUS)
+@routes.get("/courier/commands", access=STATUS)
 async def list_commands(request: web.Request) -> web.Response:
     listed = await commands.list_commands(store_of(request.app[COURIER]).pool)
     return json_response({"commands": [publish.summary(c) for c in listed]})
 
 
-@routes.post("/courier/commands")
-@endpoint(ADMIN)
+@routes.post("/courier/commands", access=ADMIN)
 async def publish_command(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
     body = check_body(await read_json(request), PUBLISH_BODY)
@@ -106,8 +105,7 @@ async def publish_command(request: web.Request) -> web.Response:
     return json_response(reply, status=201 if published.created else 200)
 
 
-@routes.patch("/courier/commands/{name:[^/]+}")
-@endpoint(ADMIN)
+@routes.patch("/courier/commands/{name:[^/]+}", access=ADMIN)
 async def set_enabled(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
     name = _name(request)
@@ -118,8 +116,7 @@ async def set_enabled(request: web.Request) -> web.Response:
     return json_response({"command": publish.summary(command), "menu_updated": await _refresh_menu(courier)})
 
 
-@routes.delete("/courier/commands/{name:[^/]+}")
-@endpoint(ADMIN)
+@routes.delete("/courier/commands/{name:[^/]+}", access=ADMIN)
 async def delete_command(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
     name = _name(request)
@@ -134,8 +131,7 @@ async def delete_command(request: web.Request) -> web.Response:
     return json_response({"deleted": name, "menu_updated": await _refresh_menu(courier)})
 
 
-@routes.get("/courier/commands/{name:[^/]+}/export")
-@endpoint(STATUS)
+@routes.get("/courier/commands/{name:[^/]+}/export", access=STATUS)
 async def export_command(request: web.Request) -> web.Response:
     name = _name(request)
     command = await commands.get_command(store_of(request.app[COURIER]).pool, name)

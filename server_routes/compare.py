@@ -21,9 +21,10 @@ from ..gpu import compare_view
 from ..gpu.compare import STATISTICS
 from ..gpu.storage import load_runs
 from ..runtime import COURIER
-from .api import STATUS, ApiError, endpoint, json_response, store_of
+from .access import STATUS, Routes
+from .api import ApiError, json_response, store_of
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 MAX_RUNS = 1000  # stored runs read per request, newest first
 MAX_WORKFLOW_CHARS = 256
@@ -60,15 +61,13 @@ async def _comparison(request: web.Request):
     return compare_view.comparison(runs, old, new, workflow=workflow, statistic=statistic)
 
 
-@routes.get("/courier/benchmarks/compare")
-@endpoint(STATUS)
+@routes.get("/courier/benchmarks/compare", access=STATUS)
 async def compare(request: web.Request) -> web.Response:
     reply, _, _ = await _comparison(request)
     return json_response(reply)
 
 
-@routes.get("/courier/benchmarks/compare.png")
-@endpoint(STATUS)
+@routes.get("/courier/benchmarks/compare.png", access=STATUS)
 async def compare_png(request: web.Request) -> web.Response:
     _, table, reference = await _comparison(request)
     png = await asyncio.to_thread(compare_view.chart_png, table, reference)  # Pillow, off the loop

@@ -15,19 +15,12 @@ from pathlib import Path
 from aiohttp import web
 
 from ..core.logs import get_logger
-from .api import (
-    BACKEND,
-    ApiError,
-    Field,
-    check_body,
-    endpoint,
-    json_response,
-    read_json,
-)
+from .access import BACKEND, Routes
+from .api import ApiError, Field, check_body, json_response, read_json
 
 log = get_logger("routes")
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 COURIER_SUBFOLDER = "courier"
 FOLDER_TYPES = ("input", "output", "temp")
@@ -43,8 +36,7 @@ def courier_file(root: Path, subfolder: object, filename: object) -> Path | None
     return path if path.is_relative_to(base) and path != base else None
 
 
-@routes.post("/courier/files/delete")
-@endpoint(BACKEND)
+@routes.post("/courier/files/delete", access=BACKEND)
 async def delete_files(request: web.Request) -> web.Response:
     body = check_body(await read_json(request), {"files": Field(list, required=True, max_length=MAX_ITEMS),
                                                  "prompt_ids": Field(list, max_length=MAX_ITEMS)})

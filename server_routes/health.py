@@ -5,9 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..runtime import COURIER
-from .api import STATUS, endpoint, json_response
+from .access import STATUS, Routes
+from .api import json_response
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 
 async def states(request: web.Request) -> web.Response:
@@ -16,7 +17,6 @@ async def states(request: web.Request) -> web.Response:
     return json_response({"components": {name: {"state": part["state"]} for name, part in components.items()}})
 
 
-@routes.get("/courier/health")
-@endpoint(STATUS, stranger=states)
+@routes.get("/courier/health", access=STATUS, stranger=states)
 async def health(request: web.Request) -> web.Response:
     return json_response(request.app[COURIER].health_report())

@@ -28,7 +28,8 @@ from urllib.parse import SplitResult, urlsplit
 from aiohttp import web
 
 from ..core.logs import get_logger
-from .api import ApiError, host_name
+from .access import host_name
+from .api import ApiError
 
 log = get_logger("routes")
 

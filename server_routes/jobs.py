@@ -6,17 +6,17 @@ from aiohttp import web
 
 from ..runtime import COURIER
 from ..store import jobs
-from .api import STATUS, endpoint, json_response, query_int, store_of
+from .access import STATUS, Routes
+from .api import json_response, query_int, store_of
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 BIGINT_MAX = 2**63 - 1
 JOB_FIELDS = ("id", "user_id", "chat_id", "command", "status", "position", "attempts", "backend",
               "progress", "error", "created_at", "started_at")  # not params: they hold the users' prompts
 
 
-@routes.get("/courier/jobs")
-@endpoint(STATUS)
+@routes.get("/courier/jobs", access=STATUS)
 async def queue(request: web.Request) -> web.Response:
     user_id = query_int(request, "user_id", minimum=-BIGINT_MAX, maximum=BIGINT_MAX)
     listed = await jobs.list_queue(store_of(request.app[COURIER]).pool, user_id=user_id)

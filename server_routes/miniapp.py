@@ -12,9 +12,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .api import PUBLIC, ApiError, endpoint
+from .access import PUBLIC, Routes
+from .api import ApiError
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 MINIAPP_DIR = Path(__file__).resolve().parent.parent / "miniapp"
 FILES = {"": "index.html", "index.html": "index.html", "app.js": "app.js", "app.css": "app.css"}
@@ -22,8 +23,7 @@ FILES = {"": "index.html", "index.html": "index.html", "app.js": "app.js", "app.
 HEADERS = {"Cache-Control": "no-cache", "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"}
 
 
-@routes.get("/courier/miniapp/{name:[^/]*}")
-@endpoint(PUBLIC)
+@routes.get("/courier/miniapp/{name:[^/]*}", access=PUBLIC)
 async def miniapp_file(request: web.Request) -> web.StreamResponse:
     name = FILES.get(request.match_info["name"])
     if name is None:

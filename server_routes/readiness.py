@@ -18,13 +18,13 @@ from ..jobs.readiness import ModelFile, known_models, needed_files, readiness
 from ..runtime import COURIER
 from ..store import backends as backend_table
 from ..store import commands
-from .api import STATUS, endpoint, json_response, store_of
+from .access import STATUS, Routes
+from .api import json_response, store_of
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 
-@routes.get("/courier/readiness")
-@endpoint(STATUS)
+@routes.get("/courier/readiness", access=STATUS)
 async def command_readiness(request: web.Request) -> web.Response:
     courier = request.app[COURIER]
     pool = store_of(courier).pool

@@ -8,13 +8,13 @@ from aiohttp import web
 
 from ..runtime import COURIER
 from ..store import sessions
-from .api import STATUS, endpoint, json_response, query_int, store_of
+from .access import STATUS, Routes
+from .api import json_response, query_int, store_of
 
-routes = web.RouteTableDef()
+routes = Routes()
 
 
-@routes.get("/courier/sessions")
-@endpoint(STATUS)
+@routes.get("/courier/sessions", access=STATUS)
 async def session_summaries(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", default=100, minimum=1, maximum=1000)
     users = await sessions.session_summaries(store_of(request.app[COURIER]).pool, limit=limit)

@@ -1,4 +1,4 @@
-"""POST /courier/telegram/webhook: updates from Telegram when COURIER_WEBHOOK_URL is set (access: ``api.TELEGRAM``)."""
+"""POST /courier/telegram/webhook: updates from Telegram when COURIER_WEBHOOK_URL is set (``access.TELEGRAM``)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,15 @@ from aiohttp import web
 
 from ..core.logs import get_logger
 from ..runtime import COURIER
-from .api import TELEGRAM, endpoint
+from .access import TELEGRAM, Routes
 
 log = get_logger("routes")
-routes = web.RouteTableDef()
+routes = Routes()
 
 MAX_UPDATE_BYTES = 1 * 2**20  # Telegram's updates are a few KB; files come by file_id
 
 
-@routes.post("/courier/telegram/webhook")
-@endpoint(TELEGRAM)
+@routes.post("/courier/telegram/webhook", access=TELEGRAM)
 async def telegram_webhook(request: web.Request) -> web.Response:
     bot = request.app[COURIER].bot
     body = bytearray()

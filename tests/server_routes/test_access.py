@@ -8,7 +8,7 @@ from aiohttp.test_utils import make_mocked_request
 from comfyui_courier.core.config import load_settings
 from comfyui_courier.jobs.seed import seed_commands
 from comfyui_courier.runtime import Courier
-from comfyui_courier.server_routes.api import is_local_browser
+from comfyui_courier.server_routes.access import is_local_browser
 from comfyui_courier.tests.server_routes.helpers import TOKEN, demo_graph
 
 STATUS_ROUTES = ("/courier/commands", "/courier/jobs", "/courier/sessions", "/courier/backends",
