@@ -48,8 +48,9 @@ async def _admit_all(db: Db, asked: list[tuple]) -> list[Admission]:
         for settings in dict.fromkeys(entry[3:] for entry in asked):
             indices = [index for index, entry in enumerate(asked) if entry[3:] == settings]
             users, usernames, commands = zip(*(asked[index][:3] for index in indices), strict=True)
-            rows = await conn.fetch(query("admit_users"), list(users), list(usernames), list(settings[0]),
-                                    list(settings[1]), settings[2], list(commands))
+            rows = await conn.fetch(*query.bind(
+                "admit_users", users=list(users), usernames=list(usernames), commands=list(commands),
+                allowed_ids=list(settings[0]), allowed_names=list(settings[1]), everyone=settings[2]))
             for index, row in zip(indices, rows, strict=True):
                 admissions[index] = Admission(row["banned"], row["allowed"], row["language"], row["admin"],
                                               row["owner_wanted"],
@@ -147,7 +148,8 @@ async def put_pending_action(db: Db, token: str, *, user_id: int, chat_id: int, 
                              payload: dict[str, Any], valid_s: float) -> None:
     """Remember what a button will do, for whom, for ``valid_s`` seconds (it outlives a restart)."""
     async with acquire(db) as conn:
-        await conn.execute(query("put_pending_action"), token, user_id, chat_id, action, payload, float(valid_s))
+        await conn.execute(*query.bind("put_pending_action", token=token, user_id=user_id, chat_id=chat_id,
+                                       action=action, payload=payload, valid_s=float(valid_s)))
 
 
 async def pending_action_user(db: Db, token: str) -> int | None:

@@ -37,9 +37,10 @@ async def add_benchmark_run(db: Db, *, workflow: str, device: str, wall_s: list[
                             extra: dict[str, Any] | None = None) -> BenchmarkRun:
     """Store one run; ``repeats`` is ``len(wall_s)``."""
     async with acquire(db) as conn:
-        row = await conn.fetchrow(query("insert_benchmark_run"), workflow, device, host,
-                                  comfyui_version, torch_version, len(wall_s), warmup, wall_s,
-                                  stats or {}, per_node or {}, peak_memory_bytes, extra or {})
+        row = await conn.fetchrow(*query.bind(
+            "insert_benchmark_run", workflow=workflow, device=device, host=host, comfyui_version=comfyui_version,
+            torch_version=torch_version, repeats=len(wall_s), warmup=warmup, wall_s=wall_s, stats=stats or {},
+            per_node=per_node or {}, peak_memory_bytes=peak_memory_bytes, extra=extra or {}))
     return BenchmarkRun(**row)
 
 

@@ -59,8 +59,9 @@ async def wait_for_edit(db: Db, *, user_id: int, chat_id: int, job_id: int, payl
     """Wait ``valid_s`` seconds for the user's instruction to edit the job's result in this chat
     (replacing a wait for another result); returns its token, None if it waits for this one already."""
     async with acquire(db) as conn:
-        return await conn.fetchval(query("put_pending_edit"), new_token(), user_id, chat_id,
-                                   {**payload, "job_id": job_id}, job_id, float(valid_s))
+        return await conn.fetchval(*query.bind("put_pending_edit", token=new_token(), user_id=user_id, chat_id=chat_id,
+                                               payload={**payload, "job_id": job_id}, job_id=job_id,
+                                               valid_s=float(valid_s)))
 
 
 async def take_edit(db: Db, *, user_id: int, chat_id: int) -> PendingAction | None:

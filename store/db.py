@@ -8,6 +8,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import asyncpg
 
@@ -17,27 +18,97 @@ SQL_DIR = Path(__file__).parent / "sql"
 _HEADER = re.compile(r"^-- ([a-z0-9_]+) --$", re.MULTILINE)
 
 
+class Sql(NamedTuple):
+    """One named query as PostgreSQL runs it."""
+
+    text: str
+    names: tuple[str, ...]
+    """Its named parameters, in the order of ``$1``, ``$2``, …; empty for a query written with those."""
+
+
 class Queries:
     """The named SQL of one query module, from its own file: ``sql/<module>.sql`` (``sql/store.sql``
-    for the package itself). Each module reads it once, at import: ``query = Queries(__name__)``,
-    then runs ``query("name")``. A name its file lacks is a KeyError naming both."""
+    for the package itself). Each module reads it once, at import (``query = Queries(__name__)``),
+    then runs ``query("name")``, or ``query.bind("name", **values)`` for a query with named
+    parameters. A name its file lacks is a KeyError naming both."""
 
     def __init__(self, module: str):
         self.path = SQL_DIR / f"{module.rpartition('.')[2]}.sql"
-        self._sql = parse(self.path.read_text(encoding="utf-8"))
+        self._sql = parse(self.path)
 
     def __call__(self, name: str) -> str:
+        """The SQL of a query written with ``$1``, ``$2``, …: its arguments go in that order."""
+        sql = self._get(name)
+        if sql.names:
+            raise TypeError(f"query {name!r} in {self.path.name} takes named parameters: use query.bind")
+        return sql.text
+
+    def bind(self, name: str, /, **values: object) -> tuple:
+        """``(sql, *arguments)`` of a query written with ``:name`` parameters, from ``values`` by
+        name (to unpack into ``conn.fetch``); a parameter missing or one it lacks is a TypeError."""
+        sql = self._get(name)
+        if not sql.names:
+            raise TypeError(f"query {name!r} in {self.path.name} takes $1, $2, …: use query({name!r})")
+        missing, unknown = [n for n in sql.names if n not in values], sorted(set(values) - set(sql.names))
+        if missing or unknown:
+            raise TypeError(f"query {name!r} in {self.path.name}: "
+                            + "; ".join(f"{what} {', '.join(names)}" for what, names
+                                        in (("missing", missing), ("unknown", unknown)) if names))
+        return (sql.text, *(values[n] for n in sql.names))
+
+    def _get(self, name: str) -> Sql:
         try:
             return self._sql[name]
         except KeyError:
             raise KeyError(f"no query {name!r} in {self.path.name}") from None
 
 
-def parse(text: str) -> dict[str, str]:
+def parse(path: Path) -> dict[str, Sql]:
     """The queries of one file by name: each starts with a ``-- name --`` line (what comes before
-    the first is the file's own comment)."""
-    parts = _HEADER.split(text)
-    return {name: body.strip().rstrip(";") for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+    the first is the file's own comment). A query names its parameters ``:name`` or numbers them
+    ``$1``, never both (a ValueError)."""
+    parts = _HEADER.split(path.read_text(encoding="utf-8"))
+    queries = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        try:
+            queries[name] = _numbered(body.strip().rstrip(";"))
+        except ValueError as exc:
+            raise ValueError(f"query {name!r} in {path.name}: {exc}") from None
+    return queries
+
+
+_TOKEN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|::|(?<![\w:]):([a-z_][a-z0-9_]*)|\$\d+""",
+                    re.DOTALL)
+"""What ``_numbered`` reads: string literals, quoted names, comments and casts (left alone), a
+``:name`` parameter, a ``$n`` one."""
+
+
+def _numbered(text: str) -> Sql:
+    """``text`` with its ``:name`` parameters numbered ``$1``, ``$2``, … in order of first use (a name
+    used twice is one parameter), outside strings and comments."""
+    names: list[str] = []
+    numbered = False
+
+    def number(match: re.Match) -> str:
+        nonlocal numbered
+        name = match.group(1)
+        if name is None:
+            numbered = numbered or match.group(0).startswith("$")
+            return match.group(0)
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    text = _TOKEN.sub(number, text)
+    if names and numbered:
+        raise ValueError("both :name and $n parameters")
+    return Sql(text, tuple(names))
+
+
+def columns(kind: type, rows: list) -> dict[str, list]:
+    """``rows`` (NamedTuples of ``kind``) as one list per field, by field name: the arrays of a
+    statement that unnests them, for ``Queries.bind``."""
+    return {field: [getattr(row, field) for row in rows] for field in kind._fields}
 
 
 class Patient:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any, NamedTuple
 
-from .db import Db, Queries, acquire
+from .db import Db, Queries, acquire, columns
 from .errors import StoreError
 
 query = Queries(__name__)
@@ -72,7 +72,7 @@ async def park(db: Db, job_id: int, worker: str, files: list[Kept]) -> datetime.
     :raises NotRunning: the job is not ``worker``'s running job any more.
     """
     async with acquire(db) as conn:
-        since = await conn.fetchval(query("park_job"), job_id, worker, *map(list, zip(*files, strict=True)))
+        since = await conn.fetchval(*query.bind("park_job", job_id=job_id, worker=worker, **columns(Kept, files)))
     if since is None:
         raise NotRunning(f"job {job_id} is not running for {worker}")
     return since

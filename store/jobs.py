@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from ..core.logs import get_logger
-from .db import Db, Grouped, Queries, acquire
+from .db import Db, Grouped, Queries, acquire, columns
 from .errors import StoreError
 from .pool import connect
 
@@ -82,19 +82,42 @@ async def submit(db: Db, *, user_id: int, chat_id: int, command: str, params: di
     (``db.Grouped``): under a flood of commands, one round trip and one commit queue many jobs."""
     bot_id, update_id, part = update if update is not None else (None, None, 0)
     per_hour, per_day = quota if quota is not None else (None, None)
-    job = (user_id, *profile, chat_id, command, json.dumps(params), max_attempts, reply_to_message_id,
-           max_active, per_hour, per_day, bot_id, update_id, part)
+    username, first_name, language_code = profile
+    job = _Submit(user_id=user_id, username=username, first_name=first_name, language_code=language_code,
+                  chat_id=chat_id, command=command, params=json.dumps(params), max_attempts=max_attempts,
+                  reply_to_message_id=reply_to_message_id, max_active=max_active, per_hour=per_hour,
+                  per_day=per_day, bot_id=bot_id, update_id=update_id, part=part)
     return await _submits.call(db, job)
 
 
-async def _submit_all(db: Db, jobs: list[tuple]) -> list[Submitted]:
-    """One statement for ``jobs`` (each ``submit_jobs``' arguments of one job, the user first)."""
+class _Submit(NamedTuple):
+    """One job's arguments of ``submit_jobs`` (``courier_submit_v1``'s), by name."""
+
+    user_id: int
+    username: str | None
+    first_name: str | None
+    language_code: str | None
+    chat_id: int
+    command: str
+    params: str  # JSON text
+    max_attempts: int
+    reply_to_message_id: int | None
+    max_active: int | None
+    per_hour: int | None
+    per_day: int | None
+    bot_id: int | None
+    update_id: int | None
+    part: int
+
+
+async def _submit_all(db: Db, jobs: list[_Submit]) -> list[Submitted]:
+    """One statement for ``jobs``: ``submit_jobs`` unnests one array per argument."""
     async with acquire(db) as conn:
-        rows = await conn.fetch(query("submit_jobs"), *map(list, zip(*jobs, strict=True)))
+        rows = await conn.fetch(*query.bind("submit_jobs", **columns(_Submit, jobs)))
     return [Submitted(*row) for row in rows]
 
 
-_submits = Grouped(_submit_all, user=lambda job: job[0])
+_submits = Grouped(_submit_all, user=lambda job: job.user_id)
 
 
 async def queue_position(db: Db, job_id: int) -> int | None:

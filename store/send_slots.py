@@ -16,8 +16,10 @@ async def take(db: Db, bot_key: bytes, wanted: int, limit: int, period_s: float,
     :raises StoreError: the database did not answer
     """
     async with acquire(db) as conn:
-        row = await conn.fetchrow(query("take_send_slots"), bot_key, wanted, limit, _ms(period_s), _ms(open_s),
-                                  _ms(poll_s), [slot for slot, _ in answered], [_ms(ago) for _, ago in answered])
+        row = await conn.fetchrow(*query.bind(
+            "take_send_slots", bot_key=bot_key, wanted=wanted, limit=limit, period_ms=_ms(period_s),
+            open_ms=_ms(open_s), poll_ms=_ms(poll_s), answered=[slot for slot, _ in answered],
+            answered_ago_ms=[_ms(ago) for _, ago in answered]))
     return list(row["slots"]), row["wait_ms"] / 1000
 
 

@@ -4,16 +4,16 @@
 
 -- admit_users --
 -- Who may use the bot (courier_admit_v1), for the senders of several updates in one statement and
--- one transaction, in the order given: $1 the users, $2 their @usernames (lower case, no @; NULL:
--- none), $6 the command each update names (NULL: none), one element per update; $3 the ids the
--- settings let in, $4 the allowed usernames, $5 whether the settings let everyone in, for all.
+-- one transaction, in the order given: :users, their :usernames (lower case, no @; NULL: none),
+-- the :commands each update names (NULL: none), one element per update; the :allowed_ids the
+-- settings let in, the :allowed_names, and whether the settings let :everyone in, for all.
 -- With a command come its row (its columns NULL if there is none) and the user's default options
 -- (user_options): a command's update needs no other query before its job. One row per update, in order.
 SELECT a.banned, a.language, a.allowed, a.admin, a.owner_wanted, c.*,
        (SELECT options FROM courier_user_options o WHERE o.user_id = r.user_id AND r.command IS NOT NULL)
            AS user_options
-FROM unnest($1::bigint[], $2::text[], $6::text[]) WITH ORDINALITY AS r(user_id, username, command, n)
-CROSS JOIN LATERAL courier_admit_v1(r.user_id, r.username, $3::bigint[], $4::text[], $5) AS a
+FROM unnest(:users::bigint[], :usernames::text[], :commands::text[]) WITH ORDINALITY AS r(user_id, username, command, n)
+CROSS JOIN LATERAL courier_admit_v1(r.user_id, r.username, :allowed_ids::bigint[], :allowed_names::text[], :everyone) AS a
 LEFT JOIN courier_commands c ON c.name = r.command
 ORDER BY r.n;
 
@@ -87,7 +87,7 @@ WHERE user_id = $1 AND at > now() - interval '1 day';
 
 -- put_pending_action --
 INSERT INTO courier_pending_actions (token, user_id, chat_id, action, payload, expires_at)
-VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6));
+VALUES (:token, :user_id, :chat_id, :action, :payload, now() + make_interval(secs => :valid_s));
 
 -- pending_action_user --
 SELECT user_id FROM courier_pending_actions WHERE token = $1 AND expires_at > now();

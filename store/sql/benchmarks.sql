@@ -6,7 +6,8 @@
 INSERT INTO courier_benchmark_runs (workflow, device, host, comfyui_version, torch_version,
                                     repeats, warmup, wall_s, stats, per_node,
                                     peak_memory_bytes, extra)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+VALUES (:workflow, :device, :host, :comfyui_version, :torch_version, :repeats, :warmup, :wall_s, :stats, :per_node,
+        :peak_memory_bytes, :extra)
 RETURNING *;
 
 -- get_benchmark_run --

@@ -31,14 +31,15 @@ ORDER BY id DESC
 LIMIT $3;
 
 -- put_pending_edit --
--- Waits for the instruction of an edit of job $5's result by user $2 in chat $3 for $6 seconds, under
--- token $1 (payload $4). A valid wait for the same job stays as it is: nothing is returned then.
+-- Waits for the instruction of an edit of job :job_id's result by user :user_id in chat :chat_id for
+-- :valid_s seconds, under :token (with :payload). A valid wait for the same job stays as it is:
+-- nothing is returned then.
 INSERT INTO courier_pending_actions (token, user_id, chat_id, action, payload, expires_at)
-VALUES ($1, $2, $3, 'edit', $4, now() + make_interval(secs => $6))
+VALUES (:token, :user_id, :chat_id, 'edit', :payload, now() + make_interval(secs => :valid_s))
 ON CONFLICT (user_id, chat_id) WHERE action = 'edit' DO UPDATE
 SET token = EXCLUDED.token, payload = EXCLUDED.payload, created_at = now(), expires_at = EXCLUDED.expires_at
 WHERE courier_pending_actions.expires_at <= now()
-   OR (courier_pending_actions.payload->>'job_id')::bigint IS DISTINCT FROM $5
+   OR (courier_pending_actions.payload->>'job_id')::bigint IS DISTINCT FROM :job_id
 RETURNING token;
 
 -- take_pending_edit --

@@ -11,17 +11,18 @@ ON CONFLICT DO NOTHING
 RETURNING job_id;
 
 -- park_job --
--- Job $1, running for worker $2, waits for Telegram: it becomes 'delivering' with its files
--- ($3 outputs, $4 file names, $5 subfolders, $6 types, $7 vias, $8 bytes, in order); returns when
--- it began to wait. Nothing if the job is no longer $2's (cancelled, its lease lost).
+-- Job :job_id, running for :worker, waits for Telegram: it becomes 'delivering' with its files (one
+-- element per file in each array, in order); returns when it began to wait. Nothing if the job is
+-- no longer :worker's (cancelled, its lease lost).
 WITH parked AS (
     UPDATE courier_jobs SET status = 'delivering'
-    WHERE id = $1 AND worker = $2 AND status = 'running'
+    WHERE id = :job_id AND worker = :worker AND status = 'running'
     RETURNING id
 ), kept AS (
     INSERT INTO courier_outbox (job_id, position, output, filename, subfolder, type, via, data, parked_at)
     SELECT parked.id, f.position - 1, f.output, f.filename, f.subfolder, f.type, f.via, f.data, now()
-    FROM parked, unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bytea[])
+    FROM parked, unnest(:output::text[], :filename::text[], :subfolder::text[], :type::text[], :via::text[],
+                        :data::bytea[])
         WITH ORDINALITY AS f (output, filename, subfolder, type, via, data, position)
 )
 SELECT now() FROM parked;

@@ -5,11 +5,12 @@
 -- submit_jobs --
 -- Queue jobs in one statement and one transaction, in the order given (courier_submit_v1 each; its
 -- later calls see what the earlier ones wrote): each array holds one element per job, in the
--- function's order of arguments, $7 each job's params as JSON text. One row per job, in order.
+-- function's order of arguments, :params each job's params as JSON text. One row per job, in order.
 SELECT s.job_id, s.active, s.spent, s.duplicate
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::integer[],
-            $9::bigint[], $10::bigint[], $11::integer[], $12::integer[], $13::bigint[], $14::bigint[],
-            $15::integer[])
+FROM unnest(:user_id::bigint[], :username::text[], :first_name::text[], :language_code::text[], :chat_id::bigint[],
+            :command::text[], :params::text[], :max_attempts::integer[], :reply_to_message_id::bigint[],
+            :max_active::bigint[], :per_hour::integer[], :per_day::integer[], :bot_id::bigint[],
+            :update_id::bigint[], :part::integer[])
      WITH ORDINALITY AS r(user_id, username, first_name, language_code, chat_id, command, params, max_attempts,
                           reply_to_message_id, max_active, per_hour, per_day, bot_id, update_id, part, n)
 CROSS JOIN LATERAL courier_submit_v1(r.user_id, r.username, r.first_name, r.language_code, r.chat_id, r.command,

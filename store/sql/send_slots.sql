@@ -3,6 +3,8 @@
 -- query, below its name.
 
 -- take_send_slots --
--- Reports the answered slots $7 (answered $8 ms ago) of bot $1 (sha256 of its token), then takes up to
--- $2 of the $3 slots in any $4 ms; see courier_take_send_slots_v1.
-SELECT slots, wait_ms FROM courier_take_send_slots_v1($1, $2, $3, $4, $5, $6, $7, $8);
+-- Reports the answered slots :answered (answered :answered_ago_ms ms ago) of bot :bot_key (sha256 of
+-- its token), then takes up to :wanted of the :limit slots in any :period_ms ms; see
+-- courier_take_send_slots_v1.
+SELECT slots, wait_ms
+FROM courier_take_send_slots_v1(:bot_key, :wanted, :limit, :period_ms, :open_ms, :poll_ms, :answered, :answered_ago_ms);

@@ -105,8 +105,8 @@ async def test_a_database_newer_than_the_code_is_refused(pg_database):
 
 def named_queries() -> dict[str, str]:
     """Every named query of every query module's file (sql/<module>.sql), by file and name."""
-    return {f"{path.stem}.{name}": sql for path in sorted(SQL_DIR.glob("*.sql")) if path.name != "schema.sql"
-            for name, sql in parse(path.read_text(encoding="utf-8")).items()}
+    return {f"{path.stem}.{name}": sql.text for path in sorted(SQL_DIR.glob("*.sql")) if path.name != "schema.sql"
+            for name, sql in parse(path).items()}
 
 
 async def test_every_named_query_is_valid_sql(store):
@@ -152,10 +152,13 @@ async def test_a_host_from_before_0012_keeps_queueing_across_it(pg_database):
         assert (await old_host.fetchrow(7))["job_id"] is not None
         applied = await migrate(conn)  # 0012 and those after it, while the old host holds its statement
         assert applied[:1] == ["0012_versioned_functions"]
-        assert "courier_submit_v1(" in jobs.query("submit_jobs")
+        submit_jobs = jobs.query.bind("submit_jobs", **{name: [value] for name, value in {
+            "user_id": 7, "username": "new", "first_name": "New", "language_code": "en", "chat_id": 7,
+            "command": "draw", "params": "{}", "max_attempts": 3, "reply_to_message_id": None, "max_active": None,
+            "per_hour": 10, "per_day": 100, "bot_id": None, "update_id": None, "part": 0}.items()})
+        assert "courier_submit_v1(" in submit_jobs[0]
         old_job = await old_host.fetchrow(7)
-        new_job = await conn.fetchrow(jobs.query("submit_jobs"), *([value] for value in (
-            7, "new", "New", "en", 7, "draw", "{}", 3, None, None, 10, 100, None, None, 0)))
+        new_job = await conn.fetchrow(*submit_jobs)
         assert old_job["job_id"] is not None and new_job["job_id"] > old_job["job_id"]
         assert await conn.fetchval("SELECT count(*) FROM courier_quota_events WHERE user_id = 7") == 3
     finally:
