@@ -51,13 +51,8 @@ succeeded  # unused variable (store/sessions.py:47)
 last_active_at  # unused variable (store/sessions.py:50)
 last_served_at  # unused variable (store/users.py:19)
 
-# Used only by tests today (left as found; a later change should move them under tests/support
-# or give them a production caller).
-_._proxy_username  # unused attribute (anyone/transport.py:122)
-_.public_dict  # unused method (config.py:187)
-to_markdown  # unused function (gpu/compare.py:132)
-_.ping  # unused method (store/__init__.py:76)
-_.dsn_for  # unused method (store/embedded.py:127)
-set_progress  # unused function (store/jobs.py:108)
-upsert_user  # unused function (store/users.py:25)
-set_admin  # unused function (store/users.py:39)
+# aiohttp_socks's ProxyConnector reads it for each connect (fresh SOCKS credentials: fresh circuits).
+_._proxy_username  # unused attribute (anyone/transport.py)
+
+# Used only by tests today: its production caller comes with the job's progress (issue 32, item 7).
+set_progress  # unused function (store/jobs.py)

@@ -210,11 +210,6 @@ class Settings:
     proxy_telegram: bool = _field("COURIER_PROXY_TELEGRAM", False,
                                   "Send the bot's Bot API traffic through the Anyone SOCKS port too")
 
-    def public_dict(self) -> dict[str, Any]:
-        """Settings with secrets redacted, for logs and /courier routes."""
-        return {f.name: (repr(v) if isinstance(v, Secret) else v)
-                for f in dataclasses.fields(self) for v in [getattr(self, f.name)]}
-
 
 def _coerce(key: str, raw: Any, field: dataclasses.Field) -> Any:
     default = field.default if field.default is not dataclasses.MISSING else field.default_factory()

@@ -129,14 +129,6 @@ def reference_table() -> Table:
     return build_table(reference_runs(), Side(**data["old"]), Side(**data["new"]))
 
 
-def to_markdown(table: Table) -> str:
-    lines = [f"| workflow | {table.old.label} s | {table.new.label} s | speedup (time saved) | ratio |",
-             "| --- | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {row.workflow} | {row.old_s:.2f} | {row.new_s:.2f} | {row.speedup_pct:.2f} % | "
-              f"{row.ratio:.2f}× |" for row in table.rows]
-    return "\n".join(lines)
-
-
 def to_text(table: Table) -> str:
     """A fixed-width table for a chat message or a log."""
     header = ("workflow", "old s", "new s", "saved", "ratio")

@@ -130,10 +130,6 @@ class EmbeddedServer:
     _watcher: subprocess.Popen = field(repr=False)
     _released: bool = field(default=False, repr=False)
 
-    def dsn_for(self, database: str) -> str:
-        """The DSN for another database on this server."""
-        return self.dsn.replace("/postgres?", f"/{quote(database)}?", 1)
-
     async def stop(self) -> None:
         """Release this handle off the event loop; see ``stop_sync``."""
         await asyncio.to_thread(self.stop_sync)

@@ -24,24 +24,9 @@ class User:
     allowed: bool  # /allow (store/access.py)
 
 
-async def upsert_user(db: Db, user_id: int, username: str | None = None,
-                      first_name: str | None = None, language_code: str | None = None) -> User:
-    """Create the user or refresh their Telegram profile fields."""
-    async with acquire(db) as conn:
-        return User(**await conn.fetchrow(query("upsert_user"), user_id, username, first_name,
-                                          language_code))
-
-
 async def get_user(db: Db, user_id: int) -> User | None:
     async with acquire(db) as conn:
         row = await conn.fetchrow(query("get_user"), user_id)
-    return None if row is None else User(**row)
-
-
-async def set_admin(db: Db, user_id: int, is_admin: bool) -> User | None:
-    """Grant or revoke admin; None if the user is unknown."""
-    async with acquire(db) as conn:
-        row = await conn.fetchrow(query("set_admin"), user_id, is_admin)
     return None if row is None else User(**row)
 
 

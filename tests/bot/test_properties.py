@@ -39,6 +39,7 @@ from comfyui_courier.core.config import load_settings
 from comfyui_courier.emulator.botapi import BotApiEmulator
 from comfyui_courier.jobs.seed import seed_commands
 from comfyui_courier.store import Store
+from comfyui_courier.tests.support.postgres import dsn_for
 
 EXAMPLES = 500
 ALLOWED = tuple(range(111, 175))
@@ -266,7 +267,7 @@ async def harness(_pg_embedded, tmp_path_factory):
             bot = emulator.add_bot()
             bot_settings = load_settings(None, {
                 "TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
-                "COURIER_DATABASE_URL": _pg_embedded.dsn_for(name),
+                "COURIER_DATABASE_URL": dsn_for(_pg_embedded, name),
                 # GroupAnonymousBot's id on the allowlist too: its messages must be refused all the same
                 "COURIER_ALLOWED_USERS": ",".join(map(str, (*ALLOWED, ANONYMOUS_ADMIN))),
                 "COURIER_MAX_IMAGE_MB": "5", "COURIER_MAX_JOBS_PER_USER": "100000",

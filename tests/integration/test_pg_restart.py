@@ -19,6 +19,7 @@ from comfyui_courier.tests.bot.test_update_inbox import started
 from comfyui_courier.tests.server_routes.helpers import serve_routes
 from comfyui_courier.tests.support.courier import replies_to, running_courier
 from comfyui_courier.tests.support.polling import until
+from comfyui_courier.tests.support.postgres import dsn_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -72,7 +73,7 @@ async def test_postgres_restarted_while_commands_stream_in_loses_none_and_duplic
     admin = await asyncpg.connect(own_server.dsn)
     await admin.execute("CREATE DATABASE stream")
     await admin.close()
-    dsn = own_server.dsn_for("stream")
+    dsn = dsn_for(own_server, "stream")
     socket_dir = postmaster(own_server.pgdata)[1]
     requests, while_down = [], []
     down = False

@@ -2,8 +2,9 @@
 
 import pytest
 
-from comfyui_courier.store import benchmarks, jobs, sessions, users
+from comfyui_courier.store import benchmarks, jobs, sessions
 from comfyui_courier.tests.support import jobs as support_jobs
+from comfyui_courier.tests.support.users import upsert_user
 
 ALICE, BOB = 11, 22
 
@@ -11,7 +12,7 @@ ALICE, BOB = 11, 22
 async def queue_jobs(store):
     ids = {}
     for user, n in ((ALICE, 2), (BOB, 1)):
-        await users.upsert_user(store.pool, user, f"user{user}")
+        await upsert_user(store.pool, user, f"user{user}")
         for i in range(n):
             ids[(user, i)] = (await support_jobs.enqueue(store.pool, user_id=user, chat_id=user, command="demo",
                                                          params={"prompt": f"secret prompt {user}"},
@@ -50,7 +51,7 @@ async def test_sessions_summarize_each_user(api, store):
     """Every count differs between users and statuses, so a swapped column or user shows."""
     carol = 5  # no chats, no jobs: listed last although her id sorts first
     for user in (ALICE, BOB, carol):
-        await users.upsert_user(store.pool, user, f"user{user}")
+        await upsert_user(store.pool, user, f"user{user}")
 
     async def enqueue(user):
         return (await support_jobs.enqueue(store.pool, user_id=user, chat_id=user, command="demo", params={},

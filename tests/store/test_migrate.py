@@ -10,6 +10,7 @@ from comfyui_courier.store.db import SQL_DIR, parse
 from comfyui_courier.store.migrate import migrate, migrations
 from comfyui_courier.store.migrate import query as migration_query
 from comfyui_courier.store.pool import connect
+from comfyui_courier.tests.support.postgres import dsn_for
 
 ALL = [name for name, _ in migrations()]
 
@@ -77,7 +78,7 @@ async def test_schema_sql_matches_the_migrations(pg_database, _pg_embedded):
     scratch = "courier_schema_sql"
     try:
         await from_schema.execute(f"CREATE DATABASE {scratch}")
-        built = await connect(_pg_embedded.dsn_for(scratch))
+        built = await connect(dsn_for(_pg_embedded, scratch))
         try:
             await built.execute((SQL_DIR / "schema.sql").read_text())
             await migrate(migrated)

@@ -3,23 +3,24 @@
 import pytest
 
 from comfyui_courier.store import StoreError, backends, benchmarks, commands, sessions, users
+from comfyui_courier.tests.support.users import set_admin, upsert_user
 
 WORKFLOW = {"3": {"class_type": "KSampler", "inputs": {"seed": 1}}}
 
 
 async def test_users(store):
-    created = await users.upsert_user(store.pool, 1, "ann", "Ann", "de")
+    created = await upsert_user(store.pool, 1, "ann", "Ann", "de")
     assert (created.username, created.is_admin, created.last_served_at) == ("ann", False, None)
-    renamed = await users.upsert_user(store.pool, 1, username="ann2")
+    renamed = await upsert_user(store.pool, 1, username="ann2")
     assert (renamed.username, renamed.first_name, renamed.created_at) == ("ann2", None, created.created_at)
-    assert (await users.set_admin(store.pool, 1, True)).is_admin
+    assert (await set_admin(store.pool, 1, True)).is_admin
     assert (await users.get_user(store.pool, 1)).is_admin
     assert await users.get_user(store.pool, 2) is None
-    assert await users.set_admin(store.pool, 2, True) is None
+    assert await set_admin(store.pool, 2, True) is None
 
 
 async def test_sessions_keep_the_last_outputs_per_chat_and_user(store):
-    await users.upsert_user(store.pool, 1)
+    await upsert_user(store.pool, 1)
     assert await sessions.get_session(store.pool, 10, 1) is None
     outputs = [{"kind": "image", "file_id": "AgAD", "filename": "a.png", "subfolder": "",
                 "type": "output", "job_id": 5}]
