@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
@@ -12,6 +13,10 @@ from ..core import i18n
 from ..core.config import Settings
 from .queue_message import QueueMessages
 from .refusals import Refusals
+
+if TYPE_CHECKING:  # typing only: the dispatcher's module brings the ComfyUI client and the Anyone transport
+    from ..jobs.dispatcher import Dispatcher
+    from ..store import Store
 
 CHOSEN_LANGUAGE = "language"
 """The ``user_data`` key of the language the user chose with /lang (None: none chosen)."""
@@ -24,8 +29,9 @@ class BotData:
     """Services shared by all handlers (PTB's bot_data, typed)."""
 
     settings: Settings | None = None
-    store: object = None
-    dispatcher: object = None
+    store: Store | None = None
+    dispatcher: Dispatcher | None = None
+    """This host's dispatcher; None until it started."""
     queue_messages: QueueMessages = dataclasses.field(init=False)
     """The chats' queue messages, which acknowledge queued jobs (``queue_message``)."""
     albums: dict[tuple[int, str], bool] = dataclasses.field(default_factory=dict)
