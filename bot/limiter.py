@@ -3,9 +3,10 @@
 Only messages count (``windows.messages_in``: send, edit, delete, copy, forward, an album's each
 item; not chat actions, getFile, callback answers): each goes through its chat's windows (13 in any
 10 s and 3 in any 1 s in a private chat, 20 a minute in a group), then the bot's (30 in any second),
-then, when several hosts serve the bot, a slot of the fleet's (``fleet.FleetSlots``, in
-PostgreSQL). Everything else goes straight through. An album of more items than a window's limit
-goes alone in that window (as Telegram takes it: one request).
+then a slot of the fleet's (``fleet.FleetSlots``, in PostgreSQL), which every host of the bot takes
+together: a single host too, since nothing tells a host that no other sends with its token (one
+round trip for up to ``fleet.BATCH`` messages). Everything else goes straight through. An album of
+more items than a window's limit goes alone in that window (as Telegram takes it: one request).
 
 A 429 replaces python-telegram-bot's ``AIORateLimiter``'s pause of every request: its
 ``retry_after`` pauses the chat it came from, and every chat only when 429s came from several
@@ -46,7 +47,8 @@ class ResultsFirstLimiter(BaseRateLimiter[str]):
     queue messages and progress edits (which the callers coalesce meanwhile), nor do they wait for
     a backlog's results to end.
 
-    ``fleet``: the slots shared by every host of the bot (``fleet.FleetSlots``); None for one host.
+    ``fleet``: the slots shared by every host of the bot (``fleet.FleetSlots``); None: this host's
+    windows only (tests without a database; ``service.build_application`` always gives one).
     """
 
     def __init__(self, *, max_retries: int = 3, limits: Limits = TELEGRAM, fleet=None,
