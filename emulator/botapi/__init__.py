@@ -29,8 +29,10 @@ A person plays the users in a browser: the emulator's root serves a web chat
 starts ComfyUI with the bot on it.
 """
 
-from .bot import Call, EmulatedBot, StoredFile
+from .bot import EmulatedBot
+from .calls import Call
 from .server import BotApiEmulator, main
+from .state import StoredFile
 from .wire import ApiError, Upload
 
 __all__ = ["ApiError", "BotApiEmulator", "Call", "EmulatedBot", "StoredFile", "Upload", "main"]

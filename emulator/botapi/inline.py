@@ -18,7 +18,8 @@ import itertools
 import re
 from typing import TYPE_CHECKING, Any
 
-from .bot import Call, _caption, _markup, _method, _text
+from .calls import Call, Verbs
+from .params import read_caption, read_markup, read_text
 from .wire import bad_request
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ CACHED = {"photo": ("photo_file_id", "photo"), "document": ("document_file_id", 
 TITLED = frozenset({"document", "video", "article"})
 """The result types whose ``title`` is required."""
 _ids = itertools.count(1)
+verbs = Verbs()
 
 
 def inject_inline_query(bot: EmulatedBot, user_id: int, query: str, offset: str = "",
@@ -48,7 +50,7 @@ def inject_inline_query(bot: EmulatedBot, user_id: int, query: str, offset: str 
     inline_query = {"id": str(next(_ids)), "from": bot.emulator.user(user_id), "query": query,
                     "offset": offset, "chat_type": chat_type}
     bot.inline_queries[inline_query["id"]] = {"query": inline_query, "answer": None}
-    bot._add_update("inline_query", inline_query)
+    bot.add_update("inline_query", inline_query)
     return inline_query
 
 
@@ -70,14 +72,12 @@ def choose(bot: EmulatedBot, user_id: int, query_id: str, result_id: str, chat_i
         raise LookupError(f"the answer has no result {result_id!r}")
     user = bot.emulator.user(user_id)
     if chat_id < 0:
-        chat = bot._group_chat(chat_id, "supergroup", "Group")
+        chat = bot.group_chat(chat_id, "supergroup", "Group")
     else:
-        other = bot.emulator.user(chat_id)
-        chat = bot._chats.setdefault(chat_id, {"id": chat_id, "type": "private", **{
-            key: other[key] for key in ("first_name", "last_name", "username") if key in other}})
-    message = bot._post(chat, user, {"via_bot": bot._sender, **_content(bot, result)}, None, _markup(result))
+        chat = bot.private_chat(bot.emulator.user(chat_id))
+    message = bot.post(chat, user, {"via_bot": bot.sender, **_content(bot, result)}, None, read_markup(result))
     if chat_id == user_id:
-        bot._add_update("message", message)
+        bot.add_update("message", message)
     return message
 
 
@@ -88,12 +88,12 @@ def _content(bot: EmulatedBot, result: dict[str, Any]) -> dict[str, Any]:
     field, kind = CACHED[result["type"]]
     stored = bot.files[result[field]].content
     content = {kind: stored, **({"document": stored} if kind == "animation" else {})}
-    return {**content, **_caption(result)}
+    return {**content, **read_caption(result)}
 
 
 def _article_text(content: dict[str, Any]) -> dict[str, Any]:
     """An article's InputTextMessageContent as a message's text (checked as sendMessage's)."""
-    return _text({"text": content["message_text"], "parse_mode": content.get("parse_mode"),
+    return read_text({"text": content["message_text"], "parse_mode": content.get("parse_mode"),
                   "entities": content.get("entities")})
 
 
@@ -119,10 +119,10 @@ def _check_result(bot: EmulatedBot, result: Any, seen: set[str]) -> None:
         stored = bot.files.get(str(result.get(field, "")))
         if stored is None or stored.kind != file_kind:
             raise bad_request("wrong file identifier/HTTP URL specified")
-        _caption(result)
+        read_caption(result)
     else:
         raise bad_request("RESULT_TYPE_INVALID")
-    _markup(result)
+    read_markup(result)
 
 
 def _check_button(button: Any) -> None:
@@ -139,7 +139,7 @@ def _check_button(button: Any) -> None:
         raise bad_request("BUTTON_URL_INVALID")
 
 
-@_method("answerInlineQuery", outbound=True)
+@verbs("answerInlineQuery", outbound=True)
 async def _answer_inline_query(bot: EmulatedBot, call: Call) -> bool:
     params = call.params
     asked = bot.inline_queries.get(str(params.get("inline_query_id", "")))

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from . import control, guard, webchat
-from .bot import EmulatedBot, StoredFile
+from .bot import EmulatedBot
+from .state import StoredFile
 from .wire import LOCAL_MAX_UPLOAD, MAX_UPLOAD, ApiError, error_response, ok_response, read_request
 
 T = TypeVar("T")
