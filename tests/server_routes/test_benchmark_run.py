@@ -97,3 +97,21 @@ async def test_the_owner_made_in_postgresql_is_an_admin_here_too(running, botapi
                                    and c.params["text"].startswith("Hi "))
     status, reply, _ = await api.send("POST", "/courier/benchmarks/run", json={"command": "demo", "chat_id": OWNER})
     assert status == 202, reply
+
+
+async def test_the_route_and_the_bench_command_queue_the_same_job(running, botapi, botapi_bot):
+    """One use case (jobs/queueing.py) behind both: the same command and runs make the same params,
+    but for the report's language (the admin's in the chat; the route's none: the settings')."""
+    courier, api = running
+    botapi.add_user(ADMIN)
+    botapi_bot.inject_text(ADMIN, "/bench demo 2")
+    await botapi_bot.wait_for_call("sendMessage", where=lambda c: c.params["chat_id"] == ADMIN, timeout=30)
+    status, reply, _ = await api.send("POST", "/courier/benchmarks/run",
+                                      json={"command": "demo", "repeats": 2, "chat_id": ADMIN})
+    assert status == 202, reply
+    async with courier.store.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT id, command, params FROM courier_jobs WHERE user_id = $1 ORDER BY id", ADMIN)
+    assert [row["command"] for row in rows] == ["bench", "bench"] and rows[1]["id"] == reply["job_id"]
+    from_chat, from_route = [await jobs.get_job(courier.store.pool, row["id"]) for row in rows]
+    assert (from_chat.params.pop("language"), from_route.params.pop("language")) == ("en", None)
+    assert from_chat.params == from_route.params and from_chat.params["repeats"] == 2
