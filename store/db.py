@@ -108,7 +108,8 @@ def _numbered(text: str) -> Sql:
 def columns(kind: type, rows: list) -> dict[str, list]:
     """``rows`` (NamedTuples of ``kind``) as one list per field, by field name: the arrays of a
     statement that unnests them, for ``Queries.bind``."""
-    return {field: [getattr(row, field) for row in rows] for field in kind._fields}
+    return dict(zip(kind._fields, map(list, zip(*rows, strict=True)), strict=True)) if rows else \
+        {field: [] for field in kind._fields}
 
 
 class Patient:
