@@ -10,11 +10,12 @@ a job done sooner has no status message (its result's caption says "Done"), and 
 holds up the job itself. The final text is sent like a result (``bot/sending.py``): retried while
 Telegram failed it for sure, for as long as the caller's ``patience`` says (through an outage: minutes).
 
-Where the first text goes is decided in PostgreSQL before anything is posted (``take``,
-``store.jobs.take_status_message``): the job's own message (an earlier run's), the chat's queue
-message once no job is queued there (``bot/queue_message.py``; while a host sends that one, the
-decision waits for it), or a new post, which only the job's current worker may make. So a status is
-posted once, on whichever host, and never raced and deleted. A message id of None is never edited.
+Where the first text goes is decided in PostgreSQL before anything is posted (``take``; the
+hand-over from the chat's queue message and its state table: ``bot/job_messages.py``): the job's own
+message (an earlier run's), the chat's queue message once no job is queued there (while a host holds
+that one, the decision waits for it), or a new post, which only the job's current worker may make.
+So a status is posted once, on whichever host, and never raced and deleted. A message id of None is
+never edited.
 
 Live previews: Telegram cannot turn a text message into a photo (editMessageMedia refuses
 a text message), so the first preview sends a photo with the status as its caption and
@@ -34,13 +35,15 @@ from telegram import Bot, InputMediaPhoto
 from telegram.error import BadRequest, TelegramError
 
 from ..core.logs import get_logger
-from ..jobs.ports import QUICK, ChatError, Patience, TakeFn
+from ..jobs.ports import QUICK, ChatError, Patience
 from ..store.errors import StoreError
 from .limiter import STATUS
 from .sending import send
 
 log = get_logger("progress")
 
+TakeFn = Callable[[], Awaitable[tuple[str, int | None]]]
+"""Where the job's status shows, decided in PostgreSQL before posting (``store.jobs.take_status_message``)."""
 AdoptFn = Callable[[int], Awaitable[int | None]]
 """Records a newly posted status message unless the job has one; returns the job's."""
 MovedFn = Callable[[int], Awaitable[None]]
@@ -74,7 +77,8 @@ class ChatThrottle:
 class ProgressMessage:
     def __init__(self, bot: Bot, chat_id: int, message_id: int | None, throttle: ChatThrottle, *,
                  reply_to: int | None = None, take: TakeFn | None = None, adopt: AdoptFn | None = None,
-                 moved: MovedFn | None = None, after_s: float = 0.0, clock: Callable[[], float] = time.monotonic):
+                 moved: MovedFn | None = None, started: Callable[[], None] | None = None, after_s: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic):
         self.bot = bot
         self.chat_id = chat_id
         self.message_id = message_id
@@ -82,6 +86,7 @@ class ProgressMessage:
         self._take = take
         self._adopt = adopt
         self._moved = moved
+        self._started = started  # called at the first word: the job has left the chat's queue
         self._throttle = throttle
         self._clock = clock
         self._show_from = clock() + after_s  # the first text waits for this moment
@@ -97,6 +102,7 @@ class ProgressMessage:
     async def update(self, text: str) -> None:
         """Start showing ``text`` if the chat may be edited now, or if it is the run's first (once the
         moment has passed); otherwise drop it (a newer one follows)."""
+        self._start_once()
         self._text = text
         if text == self._shown and self._image is None:
             return
@@ -104,6 +110,7 @@ class ProgressMessage:
 
     async def preview(self, image: bytes) -> None:
         """Show ``image`` with the newest text when the chat may be edited next (the newest image wins)."""
+        self._start_once()
         self._image = image
         self._start()
 
@@ -112,6 +119,11 @@ class ProgressMessage:
         self._quiet = True
         if self._timer is not None:
             self._timer.cancel()
+
+    def _start_once(self) -> None:
+        if self._started is not None:
+            started, self._started = self._started, None
+            started()
 
     def _start(self) -> None:
         if (self._pending and not self._pending.done()) or self._not_ours:
@@ -140,6 +152,7 @@ class ProgressMessage:
         """The final text, always shown, after any edit still in flight; it takes a preview's place.
         ``optional``: the chat shows it already (the result's caption): only a status message the
         job has, or takes over from the chat's queue, says it too."""
+        self._start_once()
         if self._timer is not None:
             self._timer.cancel()
         if self._pending is not None:

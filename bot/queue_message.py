@@ -2,17 +2,20 @@
 queue moves; it acknowledges commands, so that the requests spent on that grow with chats, not commands.
 
 ``refresh(bot, chat_id)`` follows every change of the chat's queue: a job queued (``context``), one
-started (``TelegramSink.status``), cancelled (``admin``). One chat's refreshes coalesce: its message
-goes out a moment (``after_s``: ``progress.MOMENT_S``, or the progress interval if shorter) after
-the first of them, so a job that starts at once has none, then at most once every ``every_s``,
-each time with the latest text only.
+started (its status's first word: ``job_messages``), cancelled (``admin``). One chat's refreshes
+coalesce: its message goes out a moment (``after_s``: ``progress.MOMENT_S``, or the progress interval
+if shorter) after the first of them, so a job that starts at once has none, then at most once every
+``every_s``, each time with the latest text only.
 
 PostgreSQL holds which message it is and who sends it (``store.queue_messages``): a host sends it
 only while it holds the chat's row, so two hosts never post a chat's message twice nor edit it at
-once. Once the chat has no queued job, the message stays for the job that started last, which takes
-it over as its status message (``store.jobs.take_status_message``): it is never deleted under a job
-on its way to it. It says that the jobs were cancelled when a cancel emptied the queue, and is deleted
-only when no running job of the chat could take it.
+once. It holds the row from the first update of a burst to its last, each update one statement
+(``hold``: it renews the hold, records what the last update left and reads the queue), and lets it
+go at the end, or at once when the queue emptied. Once the chat has no queued job, the message stays
+for the job that started last, which takes it over as its status message (the states:
+``job_messages``): it is never deleted under a job on its way to it. It says that the jobs were
+cancelled when a cancel emptied the queue, and is deleted only when no running job of the chat could
+take it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from .sending import send
 log = get_logger("queue")
 
 HOLD_S = 60.0
-"""How long a host holds a chat's message while it sends it (longer than any send with its retries)."""
+"""How long a host's hold of a chat's message lasts past its last update (renewed with each; longer
+than any send with its retries and the wait for the next update)."""
 MAX_LINES = 20
 """Queued jobs listed; the rest are counted (up to ``MAX_COUNTED``)."""
 MAX_COUNTED = 1000
@@ -57,6 +61,7 @@ class _Chat:
     dirty: bool = True
     cancelled: list[str] = dataclasses.field(default_factory=list)  # texts for a message whose queue emptied
     task: asyncio.Task | None = None
+    kept: queue_messages.Held | None = None  # this host holds the chat's row; its last update left it so
 
 
 class QueueMessages:
@@ -68,6 +73,10 @@ class QueueMessages:
         self._chats: dict[int, _Chat] = {}
         self._now = asyncio.Event()  # set while stopping: updates go out without their wait
         self._turns = asyncio.Semaphore(ROUNDS_AT_ONCE)
+
+    @property
+    def store(self):
+        return self._data.store
 
     @property
     def after_s(self) -> float:
@@ -110,7 +119,7 @@ class QueueMessages:
                 async with self._turns:
                     chat.dirty, cancelled, chat.cancelled = False, chat.cancelled, []
                     try:
-                        if not await self._round(bot, chat_id, cancelled):  # another host sends it now
+                        if not await self._round(bot, chat_id, chat, cancelled):  # another host sends it now
                             if self._now.is_set():  # stopping: that host sends the update, not us
                                 return
                             chat.dirty = True
@@ -120,20 +129,22 @@ class QueueMessages:
                 chat.next_at = self._clock() + self.every_s
         finally:
             del self._chats[chat_id]
+            with contextlib.suppress(StoreError, OSError):  # else the hold runs out by itself
+                await self._release(chat_id, chat)
 
-    async def _round(self, bot, chat_id: int, cancelled: list[str]) -> bool:
-        """One update of the chat's message; False if another host holds it."""
-        pool = self._data.store.pool
-        held = await queue_messages.claim(pool, chat_id, HOLD_S)
-        if held is None:
+    async def _round(self, bot, chat_id: int, chat: _Chat, cancelled: list[str]) -> bool:
+        """One update of the chat's message, held from the first update of a burst to its last;
+        False if another host holds it."""
+        start = await queue_messages.hold(self._data.store.pool, chat_id, HOLD_S, MAX_COUNTED, chat.kept)
+        if start is None:
             return False
-        message_id, shown = held
+        (message_id, shown), queued, estimate = start
+        chat.kept = start.held
         try:
-            queued = await queue_messages.chat_queue(pool, chat_id, MAX_COUNTED)
             if not queued:
-                message_id, shown = await self._emptied(bot, chat_id, message_id, shown, cancelled)
+                message_id, shown = await self._emptied(bot, chat_id, message_id, shown, cancelled, estimate.taker)
                 return True
-            text = self._text(queued, await queue_messages.estimate(pool, chat_id))
+            text = self._text(queued, estimate)
             if message_id is None:
                 message_id = (await send(lambda: bot.send_message(
                     chat_id, text, reply_to_message_id=queued[0].reply_to_message_id,
@@ -146,14 +157,23 @@ class QueueMessages:
             log.info("queue message of chat %s: %s", chat_id, exc)
             message_id = None
         finally:
-            await (queue_messages.settle(pool, chat_id, message_id, shown) if message_id is not None
-                   else queue_messages.drop(pool, chat_id))
+            chat.kept = queue_messages.Held(message_id, shown if message_id is not None else None)
+            if not queued:  # a job may take it over now: it does not wait for the next update
+                await self._release(chat_id, chat)
         return True
 
+    async def _release(self, chat_id: int, chat: _Chat) -> None:
+        """Record what the chat's message is, and let it go (another host, a job, may take it)."""
+        kept, chat.kept = chat.kept, None
+        if kept is not None:
+            pool = self._data.store.pool
+            await (queue_messages.settle(pool, chat_id, *kept) if kept.message_id is not None
+                   else queue_messages.drop(pool, chat_id))
+
     async def _emptied(self, bot, chat_id: int, message_id: int | None, shown: str | None,
-                       cancelled: list[str]) -> tuple[int | None, str | None]:
+                       cancelled: list[str], taker: bool) -> tuple[int | None, str | None]:
         """No job is queued in the chat: the message says what was cancelled, stays for a running job
-        that takes it over, or goes. Returns the message and text that stay (None: none)."""
+        that takes it over (``taker``), or goes. Returns the message and text that stay (None: none)."""
         if message_id is None:
             return None, None
         if cancelled:
@@ -161,7 +181,7 @@ class QueueMessages:
             await send(lambda: bot.edit_message_text(text, chat_id=chat_id, message_id=message_id,
                                                      rate_limit_args=STATUS), "queue message")
             return None, None  # it is a plain message now
-        if (await queue_messages.estimate(self._data.store.pool, chat_id)).taker:
+        if taker:
             return message_id, shown
         try:
             await bot.delete_message(chat_id, message_id, rate_limit_args=STATUS)

@@ -15,19 +15,19 @@ from telegram.error import BadRequest, TelegramError
 
 from ..jobs.ports import ChatError, DeliveryFailed, InputUnavailable, ResultExtras, SentFn
 from .delivery import deliver_album, deliver_file, reply_args
+from .job_messages import JobMessages
 from .keyboards import result_keyboard
 from .limiter import STATUS
-from .progress import MOMENT_S, ChatThrottle, ProgressMessage
+from .progress import ProgressMessage
 from .sending import send
 
 
 class TelegramSink:
-    """One per bot: status edits of all jobs share its per-chat throttle."""
+    """One per bot; its jobs' status messages are ``JobMessages``'."""
 
     def __init__(self, bot: Bot, progress_interval_s: float, queue_messages):
         self.bot = bot
-        self.throttle = ChatThrottle(progress_interval_s)
-        self.queue_messages = queue_messages  # BotData.queue_messages (a QueueMessages)
+        self.messages = JobMessages(bot, progress_interval_s, queue_messages)  # BotData.queue_messages
 
     async def send_text(self, chat_id: int, text: str, reply_to: int | None = None,
                         extras: ResultExtras | None = None) -> int:
@@ -41,11 +41,9 @@ class TelegramSink:
         except TelegramError as exc:
             raise DeliveryFailed(str(exc)) from exc
 
-    def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
-               take=None, adopt=None, moved=None) -> ProgressMessage:
-        self.queue_messages.refresh(self.bot, chat_id)  # the job left the chat's queue
-        return ProgressMessage(self.bot, chat_id, message_id, self.throttle, reply_to=reply_to, take=take,
-                               adopt=adopt, moved=moved, after_s=min(MOMENT_S, self.throttle.interval_s))
+    def status(self, job_id: int, chat_id: int, message_id: int | None, *, reply_to: int | None,
+               worker: str) -> ProgressMessage:
+        return self.messages.status(job_id, chat_id, message_id, reply_to=reply_to, worker=worker)
 
     async def delete_message(self, chat_id: int, message_id: int) -> None:
         await delete_message(self.bot, chat_id, message_id)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import os
 import secrets
 import socket
@@ -313,11 +312,8 @@ class Dispatcher:
         def say(key: str, **params) -> str:
             return i18n.text(language, key, **params)
 
-        progress = self.sink.status(job.chat_id, job.status_message_id, reply_to=job.reply_to_message_id,
-                                    take=functools.partial(jobs.take_status_message, self.store.pool, job.id,
-                                                           self.worker_id),
-                                    adopt=functools.partial(jobs.adopt_status_message, self.store.pool, job.id),
-                                    moved=functools.partial(jobs.move_status_message, self.store.pool, job.id))
+        progress = self.sink.status(job.id, job.chat_id, job.status_message_id, reply_to=job.reply_to_message_id,
+                                    worker=self.worker_id)
         progress = DatabaseWait(progress, say("database_waiting", name=job.command), f"job {job.id}")
         active.lease_until = time.monotonic() + self.settings.job_lease_s
         lease = asyncio.create_task(self._keep_lease(job.id, active, progress), name=f"courier-lease-{job.id}")

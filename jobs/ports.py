@@ -94,9 +94,6 @@ SentFn = Callable[[list[dict]], Awaitable[None]]
 """Keeps what the chat answered for a job's files (``store.deliveries.complete``) as soon as it took
 them, before their best-effort extras (previews) go: a host that dies in between leaves them known."""
 
-TakeFn = Callable[[], Awaitable[tuple[str, int | None]]]
-"""Where a job's status shows, decided in PostgreSQL before posting (``store.jobs.take_status_message``)."""
-
 
 class StatusMessage(Protocol):
     """A job's status message: posted once, and only if the job runs longer than a moment (a job
@@ -127,18 +124,13 @@ class ChatSink(Protocol):
         """Send a message (with the result buttons of ``extras``); returns its message id.
         :raises DeliveryFailed, DeliveryUnconfirmed:"""
 
-    def status(self, chat_id: int, message_id: int | None, *, reply_to: int | None = None,
-               take: TakeFn | None = None, adopt: Callable[[int], Awaitable[int | None]] | None = None,
-               moved: Callable[[int], Awaitable[None]] | None = None) -> StatusMessage:
-        """The status message of a job that starts now in ``chat_id`` (``message_id``: the one it has
-        from an earlier run, else None), to edit as the job goes on; the chat's queue message learns
-        that the job left the queue.
-
-        With ``message_id`` None, ``take()`` decides where the first text goes (the chat's queue
-        message once no job is queued there, or a new post replying to ``reply_to``);
-        ``adopt(new_id)`` records a new post unless the job has one, and returns the job's.
-        ``moved(new_id)`` records a message that took the status message's place (a preview's).
-        """
+    def status(self, job_id: int, chat_id: int, message_id: int | None, *, reply_to: int | None,
+               worker: str) -> StatusMessage:
+        """The status message of job ``job_id``, which ``worker`` runs now in ``chat_id`` (``message_id``:
+        the one it has from an earlier run, else None), to edit as the job goes on; the reply to
+        ``reply_to`` if one is posted. Making it sends nothing; its first text tells the chat's queue
+        message that the job left the queue. Where it shows, and its hand-over from the queue
+        message, is the chat's business (``bot/job_messages.py``)."""
 
     async def delete_message(self, chat_id: int, message_id: int) -> None:
         """Delete a message the bot sent. :raises DeliveryFailed:"""

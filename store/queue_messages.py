@@ -1,9 +1,11 @@
 """A chat's queue message: which message it is, what it shows, and who sends it now.
 
 One row per chat that has one (``courier_queue_messages``). A host sends it only while it holds
-the row (``claim``, for a few seconds; ``settle`` or ``drop`` ends that), so two hosts never post
-two queue messages for one chat, nor edit one at once. When the chat has no queued job left, the
-job that starts last takes the message over as its status message (``store.jobs.take_status_message``).
+the row (``hold``, renewed with each update while the chat's queue keeps changing; ``settle`` or
+``drop`` ends that), so two hosts never post two queue messages for one chat, nor edit one at once.
+Each update is one statement (``hold``): under a flood the four it took were most of the bot's CPU.
+When the chat has no queued job left, the job that starts last takes the message over as its status
+message (``store.jobs.take_status_message``).
 """
 
 from __future__ import annotations
@@ -34,11 +36,27 @@ class Estimate(NamedTuple):
     taker: bool  # a running job of the chat still has no status message
 
 
-async def claim(db: Db, chat_id: int, hold_s: float) -> Held | None:
-    """Hold chat ``chat_id``'s queue message for ``hold_s`` seconds; None if another host holds it."""
+class Round(NamedTuple):
+    """What one update of a chat's queue message starts from (``hold``)."""
+
+    held: Held
+    queued: list[QueuedJob]
+    estimate: Estimate
+
+
+async def hold(db: Db, chat_id: int, hold_s: float, limit: int, kept: Held | None = None) -> Round | None:
+    """Hold chat ``chat_id``'s queue message for ``hold_s`` seconds and read what it is to show (its
+    queued jobs in claim order, at most ``limit``, and the estimate), in one statement. ``kept``: this
+    host holds it since its last update, which left it so (recorded now). None if another host holds it."""
+    message_id, shown = kept if kept is not None else (None, None)
     async with acquire(db) as conn:
-        row = await conn.fetchrow(query("claim_queue_message"), chat_id, float(hold_s))
-    return None if row is None else Held(*row)
+        row = await conn.fetchrow(query("hold_queue_message"), chat_id, float(hold_s), limit, kept is not None,
+                                  message_id, shown)
+    if row is None:
+        return None
+    queued = [QueuedJob(*job) for job in zip(row["ids"], row["commands"], row["languages"], row["reply_tos"],
+                                              row["positions"], strict=True)]
+    return Round(Held(row["message_id"], row["shown"]), queued, Estimate(row["median_s"], row["slots"], row["taker"]))
 
 
 async def settle(db: Db, chat_id: int, message_id: int, shown: str) -> None:
@@ -51,15 +69,3 @@ async def drop(db: Db, chat_id: int) -> None:
     """The chat has no queue message any more."""
     async with acquire(db) as conn:
         await conn.execute(query("drop_queue_message"), chat_id)
-
-
-async def chat_queue(db: Db, chat_id: int, limit: int) -> list[QueuedJob]:
-    """The chat's queued jobs in claim order, at most ``limit``."""
-    async with acquire(db) as conn:
-        return [QueuedJob(*row) for row in await conn.fetch(query("chat_queue"), chat_id, limit)]
-
-
-async def estimate(db: Db, chat_id: int) -> Estimate:
-    async with acquire(db) as conn:
-        row = await conn.fetchrow(query("queue_estimate"), chat_id)
-    return Estimate(row["median_s"], row["slots"], row["taker"])

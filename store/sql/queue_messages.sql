@@ -2,31 +2,35 @@
 -- Each starts with a `-- name --` line and runs until the next one: keep comments inside a
 -- query, below its name.
 
--- claim_queue_message --
--- Chat $1's queue message is ours to send for $2 seconds, unless another host is sending it (then
--- no row); its message id (NULL: none posted yet) and the text it shows.
-INSERT INTO courier_queue_messages AS m (chat_id, busy_until) VALUES ($1, now() + make_interval(secs => $2))
-ON CONFLICT (chat_id) DO UPDATE SET busy_until = EXCLUDED.busy_until
-    WHERE m.busy_until IS NULL OR m.busy_until <= now()
-RETURNING m.message_id, m.shown;
-
--- settle_queue_message --
--- Chat $1's queue message is message $2 showing text $3, and nobody is sending it.
-UPDATE courier_queue_messages SET message_id = $2, shown = $3, busy_until = NULL WHERE chat_id = $1;
-
--- drop_queue_message --
--- Chat $1 has no queue message any more (none went, or it says something else now).
-DELETE FROM courier_queue_messages WHERE chat_id = $1;
-
--- chat_queue --
--- The queued jobs of chat $1 in claim order (at most $2), each with its place in the whole queue:
--- courier_queue's position for these jobs alone (the view computes every queued job's, against every
--- user's turn: under a flood each queue message's update would cost queued jobs × users rows). A
--- job's place depends only on its user's turn and its rank k among its user's jobs: it is computed
--- once per (user, k), the queued jobs counted per user before their users' rows are joined. A job
--- queued again after it ran (its backend died) has a status message of its own, which says so: it is
--- not listed (a "Queued" line would come after that later state), though it keeps its place.
-WITH counts AS (
+-- hold_queue_message --
+-- One update of chat $1's queue message, in one statement: hold the chat's row for $2 seconds and
+-- read what the message is to show. $4: this host holds the row since its last update, which left
+-- message $5 (NULL: none) showing $6, recorded now; else the row is claimed, unless another host
+-- holds it (then no row). Returns the message and text held, the chat's queued jobs (at most $3,
+-- as arrays in claim order), the median run time of the last 50 succeeded jobs (NULL: none yet),
+-- the prompts the backends taking jobs run at once, and whether a running job of the chat still
+-- has no status message (it takes the queue message over once the chat's queue is empty).
+--
+-- The jobs' places are courier_queue's positions for these jobs alone (the view computes every
+-- queued job's, against every user's turn: under a flood each update would cost queued jobs × users
+-- rows). A job's place depends only on its user's turn and its rank k among its user's jobs: it is
+-- computed once per (user, k), the queued jobs counted per user before their users' rows are
+-- joined. A job queued again after it ran (its backend died) has a status message of its own, which
+-- says so: it is not listed (a "Queued" line would come after that later state), though it keeps
+-- its place.
+WITH kept AS (
+    UPDATE courier_queue_messages m SET message_id = $5, shown = $6, busy_until = now() + make_interval(secs => $2)
+    WHERE $4 AND m.chat_id = $1
+    RETURNING m.message_id, m.shown
+), claimed AS (
+    INSERT INTO courier_queue_messages AS m (chat_id, busy_until)
+    SELECT $1, now() + make_interval(secs => $2) WHERE NOT EXISTS (SELECT 1 FROM kept)
+    ON CONFLICT (chat_id) DO UPDATE SET busy_until = EXCLUDED.busy_until
+        WHERE m.busy_until IS NULL OR m.busy_until <= now()
+    RETURNING m.message_id, m.shown
+), held AS (
+    SELECT * FROM kept UNION ALL SELECT * FROM claimed
+), counts AS (
     SELECT user_id, count(*) AS n, min(id) AS first_id FROM courier_jobs WHERE status = 'queued' GROUP BY user_id
 ), turns AS (
     SELECT c.user_id, c.n, row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, c.first_id) AS turn
@@ -40,7 +44,7 @@ WITH counts AS (
         WHERE j.status = 'queued'
           AND j.user_id IN (SELECT c.user_id FROM courier_jobs c WHERE c.chat_id = $1 AND c.status = 'queued')
     ) theirs
-    WHERE theirs.chat_id = $1 AND theirs.status_message_id IS NULL
+    WHERE theirs.chat_id = $1 AND theirs.status_message_id IS NULL AND EXISTS (SELECT 1 FROM held)
 ), places AS (
     SELECT ranks.user_id, ranks.k,
            1 + sum(least(o.n, ranks.k - 1) + (o.turn < me.turn AND o.n >= ranks.k)::int)::bigint AS position
@@ -48,18 +52,20 @@ WITH counts AS (
     JOIN turns me ON me.user_id = ranks.user_id
     CROSS JOIN turns o
     GROUP BY ranks.user_id, ranks.k
+), listed AS (
+    SELECT m.id, m.command, m.language, m.reply_to_message_id, p.position
+    FROM mine m
+    JOIN places p ON p.user_id = m.user_id AND p.k = m.k
+    ORDER BY p.position
+    LIMIT $3
 )
-SELECT m.id, m.command, m.language, m.reply_to_message_id, p.position
-FROM mine m
-JOIN places p ON p.user_id = m.user_id AND p.k = m.k
-ORDER BY p.position
-LIMIT $2;
-
--- queue_estimate --
--- For chat $1's queue message: the median run time of the last 50 succeeded jobs (NULL: none
--- yet), the prompts the backends taking jobs run at once, and whether a running job of the chat
--- still has no status message (it takes the queue message once the chat's queue is empty).
-SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY recent.seconds)
+SELECT held.message_id, held.shown,
+       ARRAY(SELECT l.id FROM listed l ORDER BY l.position) AS ids,
+       ARRAY(SELECT l.command FROM listed l ORDER BY l.position) AS commands,
+       ARRAY(SELECT l.language FROM listed l ORDER BY l.position) AS languages,
+       ARRAY(SELECT l.reply_to_message_id FROM listed l ORDER BY l.position) AS reply_tos,
+       ARRAY(SELECT l.position FROM listed l ORDER BY l.position) AS positions,
+       (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY recent.seconds)
         FROM (SELECT extract(epoch FROM finished_at - started_at) AS seconds
               FROM courier_jobs
               WHERE status = 'succeeded' AND started_at IS NOT NULL
@@ -67,4 +73,14 @@ SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY recent.seconds)
               LIMIT 50) recent) AS median_s,
        (SELECT coalesce(sum(capacity), 0) FROM courier_backends WHERE healthy AND NOT draining) AS slots,
        EXISTS (SELECT 1 FROM courier_jobs
-               WHERE chat_id = $1 AND status = 'running' AND status_message_id IS NULL) AS taker;
+               WHERE chat_id = $1 AND status = 'running' AND status_message_id IS NULL) AS taker
+FROM held;
+
+-- settle_queue_message --
+-- Chat $1's queue message is message $2 showing text $3, and nobody is sending it.
+UPDATE courier_queue_messages SET message_id = $2, shown = $3, busy_until = NULL WHERE chat_id = $1;
+
+-- drop_queue_message --
+-- Chat $1 has no queue message any more (none went, or it says something else now).
+DELETE FROM courier_queue_messages WHERE chat_id = $1;
+

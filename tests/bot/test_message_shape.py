@@ -10,7 +10,7 @@ import contextlib
 
 import pytest
 
-from comfyui_courier.bot import queue_message, sink
+from comfyui_courier.bot import job_messages, queue_message
 from comfyui_courier.store import backends, jobs, queue_messages
 from comfyui_courier.tests.support.courier import running_courier
 from comfyui_courier.tests.support.jobs import enqueue
@@ -54,7 +54,7 @@ async def courier_on(botapi, botapi_bot, pg_database, backend_url, tmp_path, **e
 @pytest.mark.timeout(120)
 async def test_a_demo_job_that_starts_at_once_costs_three_requests(botapi, botapi_bot, pg_database, fake_comfy,
                                                                    tmp_path, monkeypatch):
-    long_moments(monkeypatch, sink, queue_message)
+    long_moments(monkeypatch, job_messages, queue_message)
     async with courier_on(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
                           COURIER_PROGRESS_INTERVAL_S="30") as (_, pool):
         first = len(botapi_bot.calls)
@@ -69,7 +69,7 @@ async def test_a_demo_job_that_starts_at_once_costs_three_requests(botapi, botap
 @pytest.mark.timeout(120)
 async def test_a_queued_demo_job_costs_four_requests_its_queue_message_becoming_its_status(
         botapi, botapi_bot, pg_database, fake_comfy, tmp_path, monkeypatch):
-    long_moments(monkeypatch, sink)  # the job's; its queue message goes out after the usual moment
+    long_moments(monkeypatch, job_messages)  # the job's; its queue message goes out after the usual moment
     async with courier_on(botapi, botapi_bot, pg_database, fake_comfy.url, tmp_path,
                           COURIER_PROGRESS_INTERVAL_S="30") as (_, pool):
         await drained(pool, fake_comfy.url, True)
@@ -161,13 +161,14 @@ async def test_where_a_status_goes_is_decided_in_postgresql(store):
     chat has no queued job, the job takes it over; only the job's current worker may post one."""
     pool = store.pool
     job_id = (await enqueue(pool, user_id=USER, chat_id=USER, command="demo", params={})).job_id
-    assert await queue_messages.claim(pool, USER, 60) == (None, None)  # the first host posts it
+    assert (await queue_messages.hold(pool, USER, 60, 20)).held == (None, None)  # the first host posts it
+    assert await queue_messages.hold(pool, USER, 60, 20) is None  # held: no other host sends it meanwhile
     claimed = await jobs.claim(pool, "second-host", 30)
     assert claimed.id == job_id
     assert await jobs.take_status_message(pool, job_id, "second-host") == ("wait", None)
     assert await jobs.take_status_message(pool, job_id, "gone-host") == ("none", None)
     await queue_messages.settle(pool, USER, 41, "Queued /demo — position 1")
-    assert await queue_messages.claim(pool, USER, 60) == (41, "Queued /demo — position 1")  # held again
+    assert (await queue_messages.hold(pool, USER, 60, 20)).held == (41, "Queued /demo — position 1")  # held again
     await queue_messages.settle(pool, USER, 41, "Queued /demo — position 1")
     assert await jobs.take_status_message(pool, job_id, "second-host") == ("edit", 41)
     assert await jobs.take_status_message(pool, job_id, "second-host") == ("edit", 41)  # it is the job's now

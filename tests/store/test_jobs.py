@@ -211,8 +211,13 @@ async def test_one_jobs_position_is_the_queue_views(store):
     assert [await jobs.queue_position(store.pool, job.id) for job in listed] == [job.position for job in listed]
 
 
+async def chat_queue(pool, chat_id: int, limit: int) -> list[queue_messages.QueuedJob]:
+    """The chat's queued jobs as its queue message's update reads them (held for no time)."""
+    return (await queue_messages.hold(pool, chat_id, 0, limit)).queued
+
+
 async def test_a_chats_queue_has_the_queue_views_positions(store):
-    """chat_queue computes courier_queue's positions for one chat's jobs alone; they must agree, in a
+    """hold_queue_message computes courier_queue's positions for one chat's jobs alone; they must agree, in a
     group chat of two users and in private chats, with one user served already."""
     group = -100777
     for user, chat, count in ((A, A, 3), (B, group, 2), (A, group, 2), (C, C, 1), (B, B, 2), (A, A, 1)):
@@ -222,12 +227,12 @@ async def test_a_chats_queue_has_the_queue_views_positions(store):
     expected = {job.id: job.position for job in await jobs.list_queue(store.pool) if job.status == "queued"}
     assert len(expected) == 10 and len(set(expected.values())) == 10
     for chat, count in ((A, 3), (group, 4), (B, 2), (C, 1)):
-        listed = await queue_messages.chat_queue(store.pool, chat, 100)
+        listed = await chat_queue(store.pool, chat, 100)
         assert len(listed) == count
         assert [(job.id, job.position) for job in listed] == sorted(
             ((job.id, expected[job.id]) for job in listed), key=lambda pair: pair[1])
-    assert [job.position for job in await queue_messages.chat_queue(store.pool, group, 2)] == sorted(
-        expected[job.id] for job in await queue_messages.chat_queue(store.pool, group, 100))[:2]
+    assert [job.position for job in await chat_queue(store.pool, group, 2)] == sorted(
+        expected[job.id] for job in await chat_queue(store.pool, group, 100))[:2]
 
 
 async def test_adopting_a_status_message_wakes_the_dispatchers_while_the_job_is_queued(store):
