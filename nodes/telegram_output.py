@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from comfy_api.v0_0_2 import io
 
 from ..core import imaging
-from ..jobs.comfy_client import PUSH_MAX_BYTES, png_preview_payload
+from ..jobs.comfy.records import PUSH_MAX_BYTES, png_preview_payload
 from .prefix import courier_prefix
 
 IMAGES_AS = ("images", "animation")
