@@ -116,7 +116,7 @@ def test_a_message_no_code_uses_is_caught():
 def test_extraction_finds_ids_in_every_form_the_code_names_them():
     used = catalogs.used_ids()
     for key, where in {"welcome": "bot/handlers.py",  # context.t(update, KEY)
-                       "bench_queued": "server_routes/benchmarks.py",  # i18n.text(language, KEY)
+                       "bench_queued": "jobs/queueing.py",  # i18n.text(language, KEY)
                        "done": "jobs/dispatcher.py",  # say(KEY)
                        "out_of_memory": "jobs/errors.py",  # Problem(KEY, ...)
                        "image_unreadable": "core/imaging.py",  # BadImage(KEY)
