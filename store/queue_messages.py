@@ -50,8 +50,8 @@ async def hold(db: Db, chat_id: int, hold_s: float, limit: int, kept: Held | Non
     host holds it since its last update, which left it so (recorded now). None if another host holds it."""
     message_id, shown = kept if kept is not None else (None, None)
     async with acquire(db) as conn:
-        row = await conn.fetchrow(query("hold_queue_message"), chat_id, float(hold_s), limit, kept is not None,
-                                  message_id, shown)
+        row = await conn.fetchrow(*query.bind("hold_queue_message", chat_id=chat_id, hold_s=float(hold_s), limit=limit,
+                                              kept=kept is not None, message_id=message_id, shown=shown))
     if row is None:
         return None
     queued = [QueuedJob(*job) for job in zip(row["ids"], row["commands"], row["languages"], row["reply_tos"],

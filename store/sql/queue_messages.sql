@@ -3,13 +3,14 @@
 -- query, below its name.
 
 -- hold_queue_message --
--- One update of chat $1's queue message, in one statement: hold the chat's row for $2 seconds and
--- read what the message is to show. $4: this host holds the row since its last update, which left
--- message $5 (NULL: none) showing $6, recorded now; else the row is claimed, unless another host
--- holds it (then no row). Returns the message and text held, the chat's queued jobs (at most $3,
--- as arrays in claim order), the median run time of the last 50 succeeded jobs (NULL: none yet),
--- the prompts the backends taking jobs run at once, and whether a running job of the chat still
--- has no status message (it takes the queue message over once the chat's queue is empty).
+-- One update of chat :chat_id's queue message, in one statement: hold the chat's row for :hold_s
+-- seconds and read what the message is to show. :kept: this host holds the row since its last
+-- update, which left message :message_id (NULL: none) showing :shown, recorded now; else the row is
+-- claimed, unless another host holds it (then no row). Returns the message and text held, the
+-- chat's queued jobs (at most :limit, as arrays in claim order), the median run time of the last 50
+-- succeeded jobs (NULL: none yet), the prompts the backends taking jobs run at once, and whether a
+-- running job of the chat still has no status message (it takes the queue message over once the
+-- chat's queue is empty).
 --
 -- The jobs' places are courier_queue's positions for these jobs alone (the view computes every
 -- queued job's, against every user's turn: under a flood each update would cost queued jobs × users
@@ -19,12 +20,13 @@
 -- says so: it is not listed (a "Queued" line would come after that later state), though it keeps
 -- its place.
 WITH kept AS (
-    UPDATE courier_queue_messages m SET message_id = $5, shown = $6, busy_until = now() + make_interval(secs => $2)
-    WHERE $4 AND m.chat_id = $1
+    UPDATE courier_queue_messages m
+    SET message_id = :message_id, shown = :shown, busy_until = now() + make_interval(secs => :hold_s)
+    WHERE :kept AND m.chat_id = :chat_id
     RETURNING m.message_id, m.shown
 ), claimed AS (
     INSERT INTO courier_queue_messages AS m (chat_id, busy_until)
-    SELECT $1, now() + make_interval(secs => $2) WHERE NOT EXISTS (SELECT 1 FROM kept)
+    SELECT :chat_id, now() + make_interval(secs => :hold_s) WHERE NOT EXISTS (SELECT 1 FROM kept)
     ON CONFLICT (chat_id) DO UPDATE SET busy_until = EXCLUDED.busy_until
         WHERE m.busy_until IS NULL OR m.busy_until <= now()
     RETURNING m.message_id, m.shown
@@ -42,9 +44,9 @@ WITH kept AS (
                j.status_message_id, row_number() OVER (PARTITION BY j.user_id ORDER BY j.id) AS k
         FROM courier_jobs j
         WHERE j.status = 'queued'
-          AND j.user_id IN (SELECT c.user_id FROM courier_jobs c WHERE c.chat_id = $1 AND c.status = 'queued')
+          AND j.user_id IN (SELECT c.user_id FROM courier_jobs c WHERE c.chat_id = :chat_id AND c.status = 'queued')
     ) theirs
-    WHERE theirs.chat_id = $1 AND theirs.status_message_id IS NULL AND EXISTS (SELECT 1 FROM held)
+    WHERE theirs.chat_id = :chat_id AND theirs.status_message_id IS NULL AND EXISTS (SELECT 1 FROM held)
 ), places AS (
     SELECT ranks.user_id, ranks.k,
            1 + sum(least(o.n, ranks.k - 1) + (o.turn < me.turn AND o.n >= ranks.k)::int)::bigint AS position
@@ -57,7 +59,7 @@ WITH kept AS (
     FROM mine m
     JOIN places p ON p.user_id = m.user_id AND p.k = m.k
     ORDER BY p.position
-    LIMIT $3
+    LIMIT :limit
 )
 SELECT held.message_id, held.shown,
        ARRAY(SELECT l.id FROM listed l ORDER BY l.position) AS ids,
@@ -73,7 +75,7 @@ SELECT held.message_id, held.shown,
               LIMIT 50) recent) AS median_s,
        (SELECT coalesce(sum(capacity), 0) FROM courier_backends WHERE healthy AND NOT draining) AS slots,
        EXISTS (SELECT 1 FROM courier_jobs
-               WHERE chat_id = $1 AND status = 'running' AND status_message_id IS NULL) AS taker
+               WHERE chat_id = :chat_id AND status = 'running' AND status_message_id IS NULL) AS taker
 FROM held;
 
 -- settle_queue_message --
