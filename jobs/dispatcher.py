@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
-import secrets
 import socket
 import time
 import uuid
@@ -39,17 +39,17 @@ from ..core import i18n
 from ..core.config import Settings
 from ..core.health import Health
 from ..core.logs import get_logger
-from ..store import backends, deliveries, jobs
+from ..store import backends, jobs
 from ..store.db import Patient
 from ..store.errors import StoreError
 from . import backends as backend_health
-from . import bench, prompt_job
+from . import bench, outcomes, prompt_job
 from .comfy.client import ComfyClient
 from .db_wait import SLOW_S, DatabaseWait
-from .errors import BackendUnavailable, ComfyError, PromptLost, describe_error
+from .errors import ComfyError
 from .handoff import Handoff
-from .ports import ChatBlocked, ChatSink, Patience, StatusMessage
-from .runner import JobError, JobRun, Runner, elapsed_s
+from .ports import ChatSink, Patience, StatusMessage
+from .runner import JobRun, Runner, elapsed_s
 
 log = get_logger("dispatcher")
 
@@ -303,20 +303,32 @@ class Dispatcher:
     async def _run(self, job, active: ActiveJob, hold: Hold) -> bool:
         """Run one claimed job to a final state, or back to the queue; True if its backend failed it.
 
-        The job waits for its turn under its lease (the jobs before one that has its backend
-        alone may run for long).
+        The run ends in one ``Outcome`` (``jobs/outcomes.py``), recorded once and told once.
         """
-        client = active.client
         language = i18n.pick_language(job.params.get("language"), self.settings.language)
+        say = functools.partial(i18n.text, language)
+        progress = DatabaseWait(self.sink.status(job.id, job.chat_id, job.status_message_id,
+                                                 reply_to=job.reply_to_message_id, worker=self.worker_id),
+                                say("database_waiting", name=job.command), f"job {job.id}")
+        pool = self._patient(job, active, progress, say)
+        result = None
+        try:
+            result = await self._attempt(job, active, hold, progress, pool, say)
+            outcome = outcomes.DONE
+        except asyncio.CancelledError:
+            if not (active.cancelled_by_user or active.lease_lost):
+                # shutting down: hand the job back for another worker or the next start
+                await asyncio.shield(jobs.release(self.store.pool, job.id, self.worker_id, "dispatcher stopped"))
+                raise
+            outcome = outcomes.CANCELLED if active.cancelled_by_user else outcomes.NOT_OURS
+        except Exception as exc:
+            outcome = outcomes.classify(exc, job_id=job.id, backend=backend_health.shown_url(active.client.base_url),
+                                        language=language, say=say, timeout_s=self.settings.job_timeout_s)
+        return await self._conclude(job, active, hold, progress, pool, language, outcome, result)
 
-        def say(key: str, **params) -> str:
-            return i18n.text(language, key, **params)
-
-        progress = self.sink.status(job.id, job.chat_id, job.status_message_id, reply_to=job.reply_to_message_id,
-                                    worker=self.worker_id)
-        progress = DatabaseWait(progress, say("database_waiting", name=job.command), f"job {job.id}")
-        active.lease_until = time.monotonic() + self.settings.job_lease_s
-        lease = asyncio.create_task(self._keep_lease(job.id, active, progress), name=f"courier-lease-{job.id}")
+    def _patient(self, job, active: ActiveJob, progress: DatabaseWait, say) -> Patient:
+        """The pool the job's outcome is recorded through: while the database is away it waits (its
+        status says so) until just before the job's lease runs out."""
         told_waiting = []
 
         async def waiting() -> None:  # its status says the result waits (asked again each wait: an edit
@@ -326,108 +338,95 @@ class Dispatcher:
             with contextlib.suppress(Exception):
                 await progress.update(say("database_down_result", name=job.command))
 
-        pool = Patient(self.store.pool, lambda: active.lease_until - LEASE_MARGIN_S, waiting)
+        return Patient(self.store.pool, lambda: active.lease_until - LEASE_MARGIN_S, waiting)
+
+    async def _attempt(self, job, active: ActiveJob, hold: Hold, progress: DatabaseWait, pool: Patient, say) -> dict:
+        """The run itself, under the job's lease: it waits for its turn (the jobs before one that has
+        its backend alone may run for long), says it runs, and returns its runner's result."""
+        active.lease_until = time.monotonic() + self.settings.job_lease_s
+        lease = asyncio.create_task(self._keep_lease(job.id, active, progress), name=f"courier-lease-{job.id}")
         try:
-            try:
-                await hold.wait_turn()
-                if job.status == "delivering":  # rendered: only its results wait
-                    runner = prompt_job.resume
-                else:
-                    if job.attempts <= 1:
-                        await progress.update(say("running", name=job.command))
-                    else:  # a re-run says so at once: within the moment, the progress that follows would replace it
-                        await progress.finish(say("running_again", name=job.command, attempt=job.attempts,
-                                                  attempts=job.max_attempts))
-                    runner = RUNNERS[kind(job)]
-                left = asyncio.Event()  # its delivery has a patience of its own, not the job's time limit
+            await hold.wait_turn()
+            if job.status == "delivering":  # rendered: only its results wait
+                runner = prompt_job.resume
+            else:
+                if job.attempts <= 1:
+                    await progress.update(say("running", name=job.command))
+                else:  # a re-run says so at once: within the moment, the progress that follows would replace it
+                    await progress.finish(say("running_again", name=job.command, attempt=job.attempts,
+                                              attempts=job.max_attempts))
+                runner = RUNNERS[kind(job)]
+            left = asyncio.Event()  # its delivery has a patience of its own, not the job's time limit
 
-                def left_backend() -> None:
-                    hold.release()
-                    left.set()
+            def left_backend() -> None:
+                hold.release()
+                left.set()
 
-                run = JobRun(job, client, active.prompt_id, progress, self.sink, pool, self.settings, say,
-                             self.handoff, left_backend=left_backend)
-                result = await _until_left(runner(run), left, self.settings.job_timeout_s)
-            finally:  # before the job is ended below: its lease keeper would find it ended and cancel us
-                lease.cancel()
-        except asyncio.CancelledError:
-            if active.cancelled_by_user:  # /cancel already marked the job cancelled
-                await self._tell(progress, hold, say("job_cancelled", name=job.command))
-                return False
-            if active.lease_lost:
-                await self._not_ours(job, active, progress, hold, say)
-                return False
-            # shutting down: hand the job back for another worker or the next start
-            await asyncio.shield(jobs.release(self.store.pool, job.id, self.worker_id, "dispatcher stopped"))
-            raise
-        except asyncio.TimeoutError:
+            run = JobRun(job, active.client, active.prompt_id, progress, self.sink, pool, self.settings, say,
+                         self.handoff, left_backend=left_backend)
+            return await _until_left(runner(run), left, self.settings.job_timeout_s)
+        finally:  # before the job is ended: its lease keeper would find it ended and cancel us
+            lease.cancel()
+
+    async def _conclude(self, job, active: ActiveJob, hold: Hold, progress: DatabaseWait, pool: Patient,
+                        language: str, outcome: outcomes.Outcome, result: dict | None) -> bool:
+        """Record ``outcome`` once, then tell the chat once (its last status, tried through an outage:
+        minutes, its backend slots free first); True if the job's backend failed it."""
+        backend_failed = outcome.kind in ("lost", "down")
+        if backend_failed:
+            outcome = await self._backend_failed(job, active.client, progress, outcome, language)
+            if outcome is outcomes.REQUEUED:
+                return True
+        said = await self._record(job, active, progress, pool, language, outcome, result)
+        if said is not None:
+            hold.release()
+            with contextlib.suppress(Exception):
+                await progress.finish(said[0], optional=said[1], patience=self.patience)
+        return backend_failed
+
+    async def _record(self, job, active: ActiveJob, progress: DatabaseWait, pool: Patient, language: str,
+                      outcome: outcomes.Outcome, result: dict | None) -> tuple[str, bool] | None:
+        """Record ``outcome``; what the chat is told then (the text, and whether it is optional: the
+        result's caption says it already), or None."""
+        say = functools.partial(i18n.text, language)
+        if outcome.kind == "done":
+            if not await progress.watched(jobs.succeed(pool, job.id, result, worker=self.worker_id)):
+                return None
+            if unconfirmed := len(result.get("unconfirmed") or ()):
+                return i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=elapsed_s(job)), False
+            return say("done", seconds=elapsed_s(job)), bool(result.get("captioned"))
+        if outcome.kind in ("timeout", "not_ours"):  # take its prompt off the backend
             with contextlib.suppress(ComfyError):
-                await client.cancel(active.prompt_id)
-            await self._finish_failed(job, progress, hold, say, say("timeout", seconds=self.settings.job_timeout_s))
-            return False
-        except (BackendUnavailable, PromptLost) as exc:
-            await self._backend_failed(job, client, progress, hold, say, exc)
-            return True
-        except ComfyError as exc:
-            log.warning("job %s failed on %s: %s", job.id, backend_health.shown_url(client.base_url), exc.detail)
-            await self._finish_failed(job, progress, hold, say, describe_error(exc, i18n.catalog(language)))
-            return False
-        except JobError as exc:
-            await self._finish_failed(job, progress, hold, say, str(exc))
-            return False
-        except deliveries.NotRunning:
-            await self._not_ours(job, active, progress, hold, say)
-            return False
-        except ChatBlocked as exc:  # nothing can reach the user: end all their jobs, no retries
-            log.info("job %s: the user blocked the bot (%s); ending their jobs", job.id, exc)
+                await active.client.cancel(active.prompt_id)
+        if outcome.kind in ("failed", "timeout"):
+            await jobs.fail(self.store.pool, job.id, outcome.text, worker=self.worker_id)
+            return say("failed", name=job.command, reason=outcome.text), False
+        if outcome.kind == "blocked":  # nothing can reach the user: end all their jobs, no retries
+            log.info("job %s: the user blocked the bot (%s); ending their jobs", job.id, outcome.text)
             await jobs.fail(self.store.pool, job.id, "the user blocked the bot", worker=self.worker_id)
             await jobs.cancel_user_jobs(self.store.pool, job.user_id)
-            return False
-        except Exception:
-            incident = secrets.token_hex(4)
-            log.exception("incident %s: job %s failed unexpectedly", incident, job.id)
-            await self._finish_failed(job, progress, hold, say, say("internal_error_incident", incident=incident))
-            return False
-        if await progress.watched(jobs.succeed(pool, job.id, result, worker=self.worker_id)):
-            seconds = elapsed_s(job)
-            if unconfirmed := len(result.get("unconfirmed") or ()):
-                await self._tell(progress, hold, i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=seconds))
-            else:  # where the result's caption says it already, only a status message the job has says it too
-                await self._tell(progress, hold, say("done", seconds=seconds), optional=bool(result.get("captioned")))
-        return False
+            return None
+        if outcome.kind == "not_ours":  # cancelled elsewhere (say so), or runs again elsewhere
+            now = await jobs.get_job(self.store.pool, job.id)
+            if now is None or now.status != "cancelled":
+                return None
+        return say("job_cancelled", name=job.command), False  # /cancel already marked the job cancelled
 
-    async def _tell(self, progress: StatusMessage, hold: Hold, text: str, *, optional: bool = False) -> None:
-        """The job's last status, tried through an outage (minutes): its backend slots are free first."""
-        hold.release()
-        with contextlib.suppress(Exception):
-            await progress.finish(text, optional=optional, patience=self.patience)
-
-    async def _not_ours(self, job, active: ActiveJob, progress: StatusMessage, hold: Hold, say) -> None:
-        """The job was cancelled elsewhere, or runs again elsewhere: take our prompt off the backend."""
-        with contextlib.suppress(ComfyError):
-            await active.client.cancel(active.prompt_id)
-        now = await jobs.get_job(self.store.pool, job.id)
-        if now is not None and now.status == "cancelled":
-            await self._tell(progress, hold, say("job_cancelled", name=job.command))
-
-    async def _backend_failed(self, job, client: ComfyClient, progress: StatusMessage, hold: Hold, say,
-                              exc: ComfyError) -> None:
+    async def _backend_failed(self, job, client: ComfyClient, progress: StatusMessage, outcome: outcomes.Outcome,
+                              language: str) -> outcomes.Outcome:
         """The backend died under the job (or forgot it): stop its claims if it is down, and queue
-        the job again for another backend, or fail it once out of attempts."""
-        reason = backend_health.shown_error(client.base_url, str(exc))
+        the job again for another backend (said first, while the job is ours: only its worker may
+        post its status); out of attempts, the job fails instead (the outcome returned)."""
+        reason = backend_health.shown_error(client.base_url, outcome.text)
         log.warning("job %s (attempt %d of %d) lost: %s", job.id, job.attempts, job.max_attempts, reason)
-        if isinstance(exc, BackendUnavailable):
+        if outcome.kind == "down":
             await self.health_checks.mark_down(client.base_url, reason)
         if job.attempts >= job.max_attempts:
-            await self._finish_failed(job, progress, hold, say, say("backend_gave_up", attempts=job.attempts))
-            return
-        with contextlib.suppress(Exception):  # said while the job is ours: only its worker may post its status
-            await progress.finish(say("backend_retrying"))  # never dropped by the throttle
-        await jobs.release(self.store.pool, job.id, self.worker_id, reason, count_attempt=True)
-
-    async def _finish_failed(self, job, progress: StatusMessage, hold: Hold, say, reason: str) -> None:
-        await jobs.fail(self.store.pool, job.id, reason, worker=self.worker_id)
-        await self._tell(progress, hold, say("failed", name=job.command, reason=reason))
+            return outcomes.Outcome("failed", i18n.text(language, "backend_gave_up", attempts=job.attempts))
+        with contextlib.suppress(Exception):
+            await progress.finish(i18n.text(language, "backend_retrying"))  # never dropped by the throttle
+        await jobs.release(self.store.pool, job.id, self.worker_id, reason, count_attempt=outcome.counts_attempt)
+        return outcomes.REQUEUED
 
 
 async def _until_left(work: Awaitable[T], left: asyncio.Event, limit_s: float) -> T:
