@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from ..core.logs import get_logger
 from .ports import StatusMessage
+from .progress_record import ProgressRecord
 
 log = get_logger("jobs")
 
@@ -30,8 +31,10 @@ class DatabaseWait:
     """A job's ``StatusMessage`` that says ``text`` while a ``watched`` call of the job waits for the
     database longer than ``slow_s``, and its progress otherwise."""
 
-    def __init__(self, status: StatusMessage, text: str, what: str, slow_s: float = SLOW_S):
+    def __init__(self, status: StatusMessage, text: str, what: str, record: ProgressRecord | None = None,
+                 slow_s: float = SLOW_S):
         self.status = status
+        self.record = record  # where the job's percent goes (``update``'s)
         self.text = text
         self.what = what  # for the log: "job 12"
         self.slow_s = slow_s
@@ -61,7 +64,10 @@ class DatabaseWait:
                 if self._latest is not None:
                     await self.status.update(self._latest)
 
-    async def update(self, text: str) -> None:
+    async def update(self, text: str, *, percent: int | None = None) -> None:
+        """Show ``text``; ``percent``: how far the run is, when it says (recorded, not shown)."""
+        if percent is not None and self.record is not None:
+            self.record.note(percent)
         self._latest = text
         await self.status.update(self.text if self._slow else text)
 

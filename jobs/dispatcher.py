@@ -49,6 +49,7 @@ from .db_wait import SLOW_S, DatabaseWait
 from .errors import ComfyError
 from .handoff import Handoff
 from .ports import ChatSink, Patience, StatusMessage
+from .progress_record import ProgressRecord
 from .runner import JobRun, Runner, elapsed_s
 
 log = get_logger("dispatcher")
@@ -309,7 +310,8 @@ class Dispatcher:
         say = functools.partial(i18n.text, language)
         progress = DatabaseWait(self.sink.status(job.id, job.chat_id, job.status_message_id,
                                                  reply_to=job.reply_to_message_id, worker=self.worker_id),
-                                say("database_waiting", name=job.command), f"job {job.id}")
+                                say("database_waiting", name=job.command), f"job {job.id}",
+                                ProgressRecord(self.store.pool, job.id))
         pool = self._patient(job, active, progress, say)
         result = None
         try:

@@ -66,7 +66,7 @@ async def run(run: JobRun) -> dict:
                      "percent": int(100 * event.value / event.max)}
             left = steps.seconds_left(event.node, event.value, event.max)
             await run.status.update(say("progress", **shown) if not left
-                                    else say("progress_eta", **shown, seconds=left))
+                                    else say("progress_eta", **shown, seconds=left), percent=shown["percent"])
 
     async def on_preview(preview) -> None:  # a sampler's (a result node's pushed files are no previews)
         await run.status.preview(preview.image)
