@@ -27,3 +27,26 @@ def test_relative_links_point_at_files_that_exist(page):
     assert targets or page.name != "README.md"
     missing = [t for t in targets if not (page.parent / t).exists()]
     assert missing == []
+
+
+NAMED_FILE = re.compile(r"`([\w./-]+(?:\.(?:py|sql|md|json|js|html|toml|cfg)|/))`")
+
+
+def named_files(text: str) -> set[str]:
+    """The files and folders a page names in code spans (``jobs/dispatcher.py``, ``store/``)."""
+    return {name for name in NAMED_FILE.findall(text) if not name.startswith(("../", "/", "http"))}
+
+
+OTHER_TREES = {"ComfyUI/custom_nodes/", "comfy/supported_models.py", "user/courier.toml", "telegram/"}
+"""What the page names in ComfyUI's tree, or as a name never to use (a ``telegram/`` package)."""
+
+
+def test_every_file_the_architecture_page_names_exists():
+    """A path (``bot/queueing.py``) from the pack's root; a bare name (``access.py``) somewhere in it."""
+    names = named_files((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")) - OTHER_TREES
+    assert len(names) > 30
+    everything = {path.relative_to(ROOT).as_posix() for path in ROOT.rglob("*") if ".venv" not in path.parts}
+    bare = {posix.rsplit("/", 1)[-1] for posix in everything} | {f"{posix.rsplit('/', 1)[-1]}/" for posix in everything}
+    missing = sorted(name for name in names if (name.rstrip("/") not in everything if "/" in name.rstrip("/")
+                                                 else name not in bare))
+    assert missing == []
