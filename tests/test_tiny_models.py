@@ -3,7 +3,7 @@
 import hashlib
 
 from comfyui_courier.tools import tiny_models
-from comfyui_courier.tools.tiny_models import CHECKPOINT, LORA, write_tiny_models
+from comfyui_courier.tools.tiny_models import CHECKPOINT, LORA, SECOND_CHECKPOINT, write_tiny_models
 
 
 def test_the_unet_has_what_comfyui_detects_as_sd15():
@@ -37,3 +37,18 @@ def test_the_files_are_readable_by_a_comfyui_running_as_another_user(tmp_path):
     """safetensors creates its files 0600; ComfyUI may run as another user (a service account)."""
     for path in write_tiny_models(tmp_path):
         assert path.stat().st_mode & 0o777 == 0o644, (path, oct(path.stat().st_mode))
+
+
+def test_a_second_checkpoint_has_its_own_name_and_weights(tmp_path):
+    """Two models to place (issue 31): another file name and another seed, so different tensors."""
+    from safetensors import safe_open
+
+    written = write_tiny_models(tmp_path, second=True)
+    assert written == {tmp_path / CHECKPOINT: True, tmp_path / LORA: True, tmp_path / SECOND_CHECKPOINT: True}
+    assert SECOND_CHECKPOINT.parent == CHECKPOINT.parent and SECOND_CHECKPOINT.name != CHECKPOINT.name
+    key = "model.diffusion_model.input_blocks.0.0.weight"
+    with safe_open(tmp_path / CHECKPOINT, "pt") as first, safe_open(tmp_path / SECOND_CHECKPOINT, "pt") as second:
+        assert set(first.keys()) == set(second.keys())
+        assert not first.get_tensor(key).equal(second.get_tensor(key))
+    assert write_tiny_models(tmp_path, second=True)[tmp_path / SECOND_CHECKPOINT] is False  # kept
+    assert tmp_path / SECOND_CHECKPOINT not in write_tiny_models(tmp_path)  # only when asked

@@ -1,6 +1,6 @@
 """Tiny random-weight SD 1.x checkpoint and LoRA that ComfyUI's own loaders accept unchanged.
 
-    python <pack> tiny-models --dest <ComfyUI models folder>
+    python <pack> tiny-models --dest <ComfyUI models folder> [--second-checkpoint]
 
 They let tests and ``try`` run the real path (CheckpointLoaderSimple, KSampler,
 VAEDecode, LoraLoader) without downloading weights; the pictures are noise.
@@ -10,6 +10,9 @@ What ComfyUI 0.3.64 needs (``comfy/model_detection.py``, ``supported_models.SD15
 level: one res block and one transformer, no middle block); the CLIP is always
 the full CLIP-L of ``sd1_clip_config.json`` (weights it does not find stay
 uninitialised, so every one is written); the VAE may be TAESD-shaped.
+
+``--second-checkpoint`` adds another checkpoint, the same shapes from another seed under another
+name: ComfyUI loads it as a different model, so tests and benchmarks have two models to place.
 
 Seeded, so the same bytes every time; a file is written under a temporary name
 and renamed (mode 0644), and one that is complete and of this format is left alone.
@@ -25,9 +28,11 @@ import time
 from pathlib import Path
 
 CHECKPOINT = Path("checkpoints") / "tiny-sd15.safetensors"
+SECOND_CHECKPOINT = Path("checkpoints") / "second-tiny-sd15.safetensors"  # "--model tiny" still means the first
 LORA = Path("loras") / "tiny-lora-sd15.safetensors"
 FORMAT = "courier-tiny-sd15/1"  # in each file's metadata: change it when the tensors change
 SEED = 20260
+SECOND_SEED = 20261
 STD = 0.02  # the UNet, CLIP and LoRA; the VAE's are 1/sqrt(fan-in), so its picture is not flat grey
 LORA_RANK = 4
 FILE_MODE = 0o644
@@ -130,11 +135,11 @@ def lora_shapes() -> dict[str, tuple]:
     return shapes
 
 
-def _tensors(shapes: dict[str, tuple], scalars: dict[str, float]) -> dict:
+def _tensors(shapes: dict[str, tuple], scalars: dict[str, float], seed: int) -> dict:
     """Seeded fp16 tensors: matrices and kernels normal (see STD), norm scales 1, biases 0."""
     import torch
 
-    generator = torch.Generator().manual_seed(SEED)
+    generator = torch.Generator().manual_seed(seed)
     tensors = {}
     for key in sorted(shapes):
         shape, name = shapes[key], key.rsplit(".", 1)[-1]
@@ -166,7 +171,7 @@ def _complete(path: Path, shapes: dict[str, tuple]) -> bool:
             and path.stat().st_size == 8 + header_size + max(entry["data_offsets"][1] for entry in header.values()))
 
 
-def _write(path: Path, shapes: dict[str, tuple], scalars: dict[str, float]) -> bool:
+def _write(path: Path, shapes: dict[str, tuple], scalars: dict[str, float], seed: int = SEED) -> bool:
     """Write one file unless it is already complete; whether it was written."""
     if _complete(path, shapes):
         return False
@@ -175,7 +180,7 @@ def _write(path: Path, shapes: dict[str, tuple], scalars: dict[str, float]) -> b
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
-        save_file(_tensors(shapes, scalars), str(partial), metadata={"format_courier": FORMAT})
+        save_file(_tensors(shapes, scalars, seed), str(partial), metadata={"format_courier": FORMAT})
         partial.chmod(FILE_MODE)  # safetensors creates it 0600
         os.replace(partial, path)
     finally:
@@ -183,22 +188,29 @@ def _write(path: Path, shapes: dict[str, tuple], scalars: dict[str, float]) -> b
     return True
 
 
-def write_tiny_models(dest: Path) -> dict[Path, bool]:
-    """Write the checkpoint and the LoRA under ``dest`` (a ComfyUI models folder); path → written now."""
+def write_tiny_models(dest: Path, *, second: bool = False) -> dict[Path, bool]:
+    """Write the checkpoint and the LoRA under ``dest`` (a ComfyUI models folder), and the second
+    checkpoint if ``second``; path → written now."""
     dest = Path(dest)
-    return {
-        dest / CHECKPOINT: _write(dest / CHECKPOINT, checkpoint_shapes(), {"vae_scale": 1.0, "vae_shift": 0.0}),
+    vae = {"vae_scale": 1.0, "vae_shift": 0.0}
+    written = {
+        dest / CHECKPOINT: _write(dest / CHECKPOINT, checkpoint_shapes(), vae),
         dest / LORA: _write(dest / LORA, lora_shapes(), {"alpha": float(LORA_RANK)}),
     }
+    if second:
+        written[dest / SECOND_CHECKPOINT] = _write(dest / SECOND_CHECKPOINT, checkpoint_shapes(), vae, SECOND_SEED)
+    return written
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python <pack> tiny-models", description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, required=True,
                         help="a ComfyUI models folder (files go to its checkpoints/ and loras/)")
+    parser.add_argument("--second-checkpoint", action="store_true",
+                        help=f"also {SECOND_CHECKPOINT.name}: another seed, a different model to ComfyUI")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    for path, written in write_tiny_models(args.dest).items():
+    for path, written in write_tiny_models(args.dest, second=args.second_checkpoint).items():
         size = path.stat().st_size / 1e6
         print(f"{'wrote' if written else 'kept'} {path} ({size:.1f} MB)")
     print(f"done in {time.perf_counter() - started:.1f} s")
