@@ -190,6 +190,12 @@ class Settings:
                                  "job's upload and queueing overlap the current run; 1 = one at a time; a /bench "
                                  "session still has its backend alone",
                                  minimum=1)
+    warm_wait_s: float = _field("COURIER_WARM_WAIT_S", 5.0,
+                                "Warm placement: a backend takes first the jobs whose model files it holds (those of "
+                                "the last job it ran, which ComfyUI keeps loaded), and a job waits up to this many "
+                                "seconds after it was queued for the backend holding its model before another "
+                                "takes it (and loads it); users still take turns; 0 = off, the fair order only",
+                                minimum=0.0)
     anyone_enabled: bool = _field("COURIER_ANYONE", False,
                                   "Start anon and publish ComfyUI as a hidden service")
     anyone_agree_to_terms: bool = _field("COURIER_ANYONE_AGREE_TO_TERMS", False,

@@ -232,7 +232,7 @@ class Dispatcher:
         self._wakeup.clear()
         try:
             return await jobs.claim(self.store.pool, self.worker_id, self.settings.job_lease_s,
-                                    backend=client.base_url)
+                                    backend=client.base_url, warm_wait_s=self.settings.warm_wait_s or None)
         except Exception:
             log.exception("claiming a job failed")
             return None

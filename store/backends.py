@@ -3,6 +3,15 @@
 Each host's dispatcher registers the backends it serves (``COURIER_BACKENDS``, or its own
 ComfyUI) and records its health checks here; the job claim (``claim_job``) reads these rows,
 so a drain or a failed check stops claims on every host at once.
+
+What a backend holds loaded (``warm``, for warm placement) is inferred, not asked: the claim writes
+the model files of the job it gives the backend, since ComfyUI keeps the last graph's outputs, its
+loaded models among them, until another graph replaces them (or memory runs short). That needs no
+route in the pack nor a call on the way, works for a backend of any version, and is right whenever
+the claim is the only way work reaches it; a restart empties ComfyUI's cache, so a failed health
+check clears ``warm`` (a restart between two checks is missed: the next job then loads its model
+once, as it would have without warm placement). Asking ComfyUI (``comfy.model_management
+.current_loaded_models``) would catch that, at the cost of a route and a call per check.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ class Backend:
     checked_at: datetime | None
     last_error: str | None
     model_kinds: dict[str, list[str]] = field(default_factory=dict)  # kind -> its files (jobs/model_names.py)
+    warm: list[str] = field(default_factory=list)  # the model files it holds loaded (claim_job)
     running: int = 0  # jobs running on it now; set by list_backends
 
 

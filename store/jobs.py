@@ -126,14 +126,18 @@ async def queue_position(db: Db, job_id: int) -> int | None:
         return await conn.fetchval(query("queue_position"), job_id)
 
 
-async def claim(db: Db, worker: str, lease_s: float, *, backend: str | None = None) -> Job | None:
+async def claim(db: Db, worker: str, lease_s: float, *, backend: str | None = None,
+                warm_wait_s: float | None = None) -> Job | None:
     """Take the next job in fair order, leased to ``worker`` for ``lease_s`` seconds; None if none.
 
     On ``backend`` (a registered URL), only while it takes jobs and only jobs it has the models
-    for (see ``claim_job``); without one, any job.
+    for (see ``claim_job``); without one, any job. With ``warm_wait_s``, warm placement: of the
+    chosen user's jobs, one whose model files the backend holds first, and a job whose files
+    another backend holds waits for that one up to ``warm_wait_s`` after it was queued.
     """
+    wait_s = None if warm_wait_s is None else float(warm_wait_s)
     async with acquire(db) as conn:
-        row = await conn.fetchrow(query("claim_job"), worker, float(lease_s), backend)
+        row = await conn.fetchrow(query("claim_job"), worker, float(lease_s), backend, wait_s)
     return _job(row)
 
 

@@ -16,14 +16,16 @@ ORDER BY b.id;
 
 -- record_check --
 -- The outcome of a health check of backend $1: healthy (error $2 NULL, models $3 and their
--- kinds $4 unless NULL) or not. Returns whether it has recovered (was unhealthy, is healthy now).
+-- kinds $4 unless NULL) or not, which clears what it holds (it may have restarted). Returns
+-- whether it has recovered (was unhealthy, is healthy now).
 UPDATE courier_backends b
 SET healthy = $2::text IS NULL,
     last_error = $2,
     checked_at = now(),
     last_seen_at = CASE WHEN $2::text IS NULL THEN now() ELSE b.last_seen_at END,
     models = CASE WHEN $2::text IS NULL THEN coalesce($3, b.models) ELSE b.models END,
-    model_kinds = CASE WHEN $2::text IS NULL THEN coalesce($4, b.model_kinds) ELSE b.model_kinds END
+    model_kinds = CASE WHEN $2::text IS NULL THEN coalesce($4, b.model_kinds) ELSE b.model_kinds END,
+    warm = CASE WHEN $2::text IS NULL THEN b.warm ELSE '[]' END
 FROM courier_backends before
 WHERE b.url = $1 AND before.id = b.id
 RETURNING NOT before.healthy AND b.healthy AS recovered;

@@ -51,17 +51,28 @@ CROSS JOIN turns o;
 -- model file that another backend taking jobs has and $3 lacks is left for that one (a backend
 -- counts while some host checks it: every few seconds, so within the last minute). A job whose
 -- params name a backend (/bench @backend) goes to that one only. $3 NULL: any job, no backend rules.
+-- Warm placement unless $4 is NULL: a job's files are its graph's string inputs that $3 lists as
+-- model files, and the backend holds (`warm`) those of the last job claimed on it. Of the chosen
+-- user's jobs it takes first one whose files it holds; a job whose files another backend taking
+-- jobs holds, and $3 does not, is left for that one while it has been queued under $4 seconds.
+-- Users still take turns as above: warmth orders a user's own jobs, and holds a job back $4 s at most.
 WITH backend AS (
-    SELECT b.models
+    SELECT b.models, b.warm
     FROM courier_backends b
     WHERE b.url = $3 AND b.healthy AND NOT b.draining
     UNION ALL
-    SELECT NULL WHERE $3::text IS NULL
-), next AS (
-    SELECT j.id
+    SELECT NULL, NULL WHERE $3::text IS NULL
+), candidate AS (
+    SELECT j.id, j.created_at, u.last_served_at, f.files,
+           $4::float8 IS NOT NULL AND f.files <> '[]' AND b.warm @> f.files AS warm_here
     FROM courier_jobs j
     JOIN courier_users u ON u.user_id = j.user_id
     CROSS JOIN backend b
+    CROSS JOIN LATERAL (
+        SELECT coalesce(jsonb_agg(DISTINCT input.value), '[]') AS files
+        FROM jsonb_path_query(j.params, '$.workflow.*.inputs.* ? (@.type() == "string")') AS input(value)
+        WHERE b.models @> input.value
+    ) f
     WHERE j.status = 'queued' AND (j.params->>'backend' IS NULL OR j.params->>'backend' = $3 OR $3::text IS NULL)
         AND (b.models IS NULL OR NOT EXISTS (
         SELECT 1
@@ -70,7 +81,17 @@ WITH backend AS (
             SELECT 1 FROM courier_backends o
             WHERE o.healthy AND NOT o.draining AND o.checked_at > now() - interval '1 minute'
                 AND o.models @> input.value)))
-    ORDER BY u.last_served_at ASC NULLS FIRST, j.id
+), next AS (
+    SELECT j.id, c.files
+    FROM candidate c
+    JOIN courier_jobs j ON j.id = c.id
+    WHERE j.status = 'queued'  -- checked again on the row it locks: a claim that committed meanwhile took it
+        AND (c.warm_here OR $4::float8 IS NULL OR c.files = '[]' OR c.created_at <= now() - make_interval(secs => $4)
+        OR NOT EXISTS (
+            SELECT 1 FROM courier_backends o
+            WHERE o.url <> $3 AND o.healthy AND NOT o.draining AND o.checked_at > now() - interval '1 minute'
+                AND o.warm @> c.files))
+    ORDER BY c.last_served_at ASC NULLS FIRST, c.warm_here DESC, j.id
     LIMIT 1
     FOR UPDATE OF j SKIP LOCKED
 ), claimed AS (
@@ -89,6 +110,11 @@ WITH backend AS (
     SET last_served_at = now()
     FROM claimed
     WHERE u.user_id = claimed.user_id
+), placed AS (
+    UPDATE courier_backends b
+    SET warm = next.files
+    FROM next
+    WHERE b.url = $3 AND next.files <> '[]'
 )
 SELECT * FROM claimed;
 

@@ -137,7 +137,10 @@ CREATE TABLE courier_backends (
     models jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(models) = 'array'),
     checked_at timestamptz,
     -- its model files by kind: {"checkpoints": [...], "loras": [...]} (jobs/model_names.py)
-    model_kinds jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(model_kinds) = 'object')
+    model_kinds jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(model_kinds) = 'object'),
+    -- the model files of the last job claimed on it, which ComfyUI keeps loaded (claim_job writes it,
+    -- a failed check clears it); claim_job's warm placement reads it
+    warm jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(warm) = 'array')
 );
 
 CREATE TABLE courier_benchmark_runs (

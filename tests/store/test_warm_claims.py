@@ -1,0 +1,114 @@
+"""Warm placement in the claim (issue 31): a backend takes first the jobs whose model files it holds,
+a job waits a bounded time for the backend that holds its model, and fairness across users stays."""
+
+import asyncio
+
+import pytest
+
+from comfyui_courier.store import backends, jobs
+from comfyui_courier.store.pool import connect
+from comfyui_courier.tests.store.test_backend_claims import enqueue
+
+A, B = 101, 202
+SDXL, FLUX = "sd_xl_base_1.0.safetensors", "flux1-schnell.safetensors"
+ONE, TWO = "http://127.0.0.1:9011", "http://127.0.0.1:9012"
+WAIT_S = 30.0  # no test waits for it: a job past its wait is made older than that
+
+
+@pytest.fixture
+async def warm(store):
+    """Two backends with both models; ONE has last loaded SDXL, TWO FLUX (each ran one job)."""
+    await backends.register_backends(store.pool, [ONE, TWO])
+    for url in (ONE, TWO):
+        await backends.record_check(store.pool, url, models=[SDXL, FLUX])
+    for url, model in ((ONE, SDXL), (TWO, FLUX)):
+        await enqueue(store, 999, model=model)
+        ran = await claim(store, url)
+        assert await jobs.succeed(store.pool, ran.id, {}, worker=url)
+    return store
+
+
+async def claim(store, url: str, wait_s: float | None = WAIT_S):
+    return await jobs.claim(store.pool, url, 60, backend=url, warm_wait_s=wait_s)
+
+
+async def held(store, url: str) -> list[str]:
+    (backend,) = await backends.list_backends(store.pool, [url])
+    return backend.warm
+
+
+async def queued_long_ago(store, job_id: int) -> None:
+    async with store.pool.acquire() as conn:
+        await conn.execute("UPDATE courier_jobs SET created_at = now() - make_interval(secs => $2) WHERE id = $1",
+                           job_id, WAIT_S + 1)
+
+
+async def test_a_backend_holds_the_model_files_of_the_last_job_it_claimed_until_a_check_fails(warm):
+    assert (await held(warm, ONE), await held(warm, TWO)) == ([SDXL], [FLUX])
+    await enqueue(warm, A)  # no model file: what the backend holds stays
+    await claim(warm, ONE)
+    assert await held(warm, ONE) == [SDXL]
+    await backends.record_check(warm.pool, ONE, error="connection refused")  # restarted, maybe: nothing held
+    assert await held(warm, ONE) == []
+
+
+async def test_a_backend_takes_first_the_job_whose_model_it_holds(warm):
+    flux = await enqueue(warm, A, model=FLUX)
+    sdxl = await enqueue(warm, A, model=SDXL)
+    assert (await claim(warm, ONE)).id == sdxl  # the older FLUX job is TWO's
+    assert (await claim(warm, TWO)).id == flux
+
+
+async def test_a_job_waits_for_the_backend_holding_its_model_then_any_takes_it(warm):
+    flux = await enqueue(warm, A, model=FLUX)
+    assert await claim(warm, ONE) is None  # TWO holds FLUX: it waits for TWO
+    await queued_long_ago(warm, flux)
+    assert (await claim(warm, ONE)).id == flux  # waited its bound: ONE takes it
+    assert await held(warm, ONE) == [FLUX]
+
+
+async def test_a_job_no_backend_holds_the_model_of_goes_anywhere_at_once(warm):
+    await backends.record_check(warm.pool, TWO, error="down")
+    flux = await enqueue(warm, A, model=FLUX)
+    assert (await claim(warm, ONE)).id == flux
+
+
+async def test_a_heavy_users_warm_backlog_does_not_hold_back_a_light_users_job(warm):
+    heavy = [await enqueue(warm, A, model=SDXL) for _ in range(5)]
+    assert (await claim(warm, ONE)).id == heavy[0]
+    light = await enqueue(warm, B, model=FLUX)
+    await queued_long_ago(warm, light)
+    assert (await claim(warm, ONE)).id == light  # B was served less recently than A, as today
+
+
+async def test_without_a_wait_the_claim_is_todays_fair_order(warm):
+    flux = await enqueue(warm, A, model=FLUX)
+    await enqueue(warm, A, model=SDXL)
+    assert (await claim(warm, ONE, wait_s=None)).id == flux
+
+
+@pytest.mark.timeout(60)
+async def test_concurrent_warm_claims_never_claim_a_job_twice(warm, pg_database):
+    ids = {await enqueue(warm, user, model=model) for _ in range(10) for user in (A, B) for model in (SDXL, FLUX)}
+    connections = [await connect(pg_database) for _ in range(4)]
+
+    async def claimer(conn, url: str) -> list[int]:
+        claimed = []
+        while (job := await jobs.claim(conn, url, 60, backend=url, warm_wait_s=WAIT_S)) is not None:
+            assert job.status == "running" and job.attempts == 1, job
+            claimed.append((job.id, url))
+        return claimed
+
+    try:
+        results = await asyncio.gather(*(claimer(conn, (ONE, TWO)[n % 2]) for n, conn in enumerate(connections)))
+    finally:
+        for conn in connections:
+            await conn.close()
+    claimed = [job_id for result in results for job_id, _ in result]
+    assert sorted(claimed) == sorted(ids)  # each once, every one: each backend takes its own model's
+    models = {job_id: url for result in results for job_id, url in result}
+    async with warm.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT id, params->'workflow'->'1'->'inputs'->>'ckpt_name' AS model"
+                                " FROM courier_jobs WHERE id = any($1::bigint[])", list(ids))
+    assert {row["model"]: {models[r["id"]] for r in rows if r["model"] == row["model"]} for row in rows} == \
+        {SDXL: {ONE}, FLUX: {TWO}}
