@@ -138,13 +138,13 @@ class QueueMessages:
         start = await queue_messages.hold(self._data.store.pool, chat_id, HOLD_S, MAX_COUNTED, chat.kept)
         if start is None:
             return False
-        (message_id, shown), queued, estimate = start
+        (message_id, shown), queued, slots, taker = start
         chat.kept = start.held
         try:
             if not queued:
-                message_id, shown = await self._emptied(bot, chat_id, message_id, shown, cancelled, estimate.taker)
+                message_id, shown = await self._emptied(bot, chat_id, message_id, shown, cancelled, taker)
                 return True
-            text = self._text(queued, estimate)
+            text = self._text(queued, slots)
             if message_id is None:
                 message_id = (await send(lambda: bot.send_message(
                     chat_id, text, reply_to_message_id=queued[0].reply_to_message_id,
@@ -189,16 +189,18 @@ class QueueMessages:
             log.info("queue message %s of chat %s not deleted: %s", message_id, chat_id, exc)
         return None, None
 
-    def _text(self, queued: list[queue_messages.QueuedJob], estimate: queue_messages.Estimate) -> str:
+    def _text(self, queued: list[queue_messages.QueuedJob], slots: int) -> str:
+        """A line per job: its place, and when it starts (``slots``: 0 while no backend takes jobs)."""
         lines = []
         for job in queued[:MAX_LINES]:
             language = i18n.pick_language(job.language, self._data.settings.language)
-            if estimate.median_s is not None:
-                seconds = math.ceil(math.ceil(job.position / max(1, estimate.slots)) * estimate.median_s)
-                lines.append(i18n.text(language, "queued_eta", name=job.command, position=job.position,
-                                       seconds=seconds))
-            else:
+            if not slots:
                 lines.append(i18n.text(language, "queued", name=job.command, position=job.position))
+            elif job.starts_in_s is None:
+                lines.append(i18n.text(language, "queued_no_estimate", name=job.command, position=job.position))
+            else:
+                lines.append(i18n.text(language, "queued_eta", name=job.command, position=job.position,
+                                       seconds=math.ceil(job.starts_in_s)))
         if len(queued) > MAX_LINES:
             language = i18n.pick_language(queued[0].language, self._data.settings.language)
             lines.append(i18n.text(language, "queue_more", count=len(queued) - MAX_LINES))

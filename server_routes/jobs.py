@@ -13,7 +13,8 @@ routes = Routes()
 
 BIGINT_MAX = 2**63 - 1
 JOB_FIELDS = ("id", "user_id", "chat_id", "command", "status", "position", "attempts", "backend",
-              "progress", "error", "created_at", "started_at")  # not params: they hold the users' prompts
+              "progress", "error", "created_at", "started_at",
+              "starts_in_s")  # not params: they hold the users' prompts; starts_in_s: as the chat is told
 
 
 @routes.get("/courier/jobs", access=STATUS)

@@ -50,6 +50,7 @@ class Job:
     started_at: datetime | None
     finished_at: datetime | None
     position: int | None = None  # place in the queue, 1 = next; set by list_queue for queued jobs
+    starts_in_s: float | None = None  # when a queued job starts (list_queue; None: no estimate yet)
 
 
 class Cancelled(NamedTuple):

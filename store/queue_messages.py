@@ -28,12 +28,7 @@ class QueuedJob(NamedTuple):
     language: str | None
     reply_to_message_id: int | None
     position: int
-
-
-class Estimate(NamedTuple):
-    median_s: float | None  # of recent runs; None: none yet
-    slots: int  # prompts the backends taking jobs run at once
-    taker: bool  # a running job of the chat still has no status message
+    starts_in_s: float | None  # from its command's and the jobs' ahead own run times; None: no estimate yet
 
 
 class Round(NamedTuple):
@@ -41,12 +36,13 @@ class Round(NamedTuple):
 
     held: Held
     queued: list[QueuedJob]
-    estimate: Estimate
+    slots: int  # prompts the backends taking jobs run at once
+    taker: bool  # a running job of the chat still has no status message
 
 
 async def hold(db: Db, chat_id: int, hold_s: float, limit: int, kept: Held | None = None) -> Round | None:
     """Hold chat ``chat_id``'s queue message for ``hold_s`` seconds and read what it is to show (its
-    queued jobs in claim order, at most ``limit``, and the estimate), in one statement. ``kept``: this
+    queued jobs in claim order, at most ``limit``, with when they start), in one statement. ``kept``: this
     host holds it since its last update, which left it so (recorded now). None if another host holds it."""
     message_id, shown = kept if kept is not None else (None, None)
     async with acquire(db) as conn:
@@ -55,8 +51,8 @@ async def hold(db: Db, chat_id: int, hold_s: float, limit: int, kept: Held | Non
     if row is None:
         return None
     queued = [QueuedJob(*job) for job in zip(row["ids"], row["commands"], row["languages"], row["reply_tos"],
-                                              row["positions"], strict=True)]
-    return Round(Held(row["message_id"], row["shown"]), queued, Estimate(row["median_s"], row["slots"], row["taker"]))
+                                              row["positions"], row["starts_in_s"], strict=True)]
+    return Round(Held(row["message_id"], row["shown"]), queued, row["slots"], row["taker"])
 
 
 async def settle(db: Db, chat_id: int, message_id: int, shown: str) -> None:

@@ -165,7 +165,12 @@ async function renderQueue(target) {
       `#${job.id} /${job.command} `,
       job.status === "running"
         ? `running${job.progress?.percent !== undefined ? ` ${job.progress.percent}%` : ""}`
-        : `queued, position ${job.position}`))))));
+        : `queued, position ${job.position}, ${startsIn(job.starts_in_s)}`))))));
+}
+
+/** When a queued job starts, as its chat's queue message says it. */
+function startsIn(seconds) {
+  return seconds === null ? "no estimate yet" : `starts in about ${Math.ceil(seconds)} s`;
 }
 
 async function renderBenchmarks(target) {

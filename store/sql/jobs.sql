@@ -114,7 +114,7 @@ WITH backend AS (
     UPDATE courier_backends b
     SET warm = next.files
     FROM next
-    WHERE b.url = $3 AND next.files <> '[]'
+    WHERE b.url = $3  -- none for a job of no model file: ComfyUI keeps only the last graph's outputs
 )
 SELECT * FROM claimed;
 
@@ -216,12 +216,14 @@ WHERE j.id = expired.id
 RETURNING j.*;
 
 -- list_queue --
--- Running jobs (oldest first), then queued jobs in claim order; only user $1's unless NULL.
-SELECT j.*, q.position
+-- Running jobs (oldest first), then queued jobs in claim order, with when they start (as the chat's
+-- queue message says: courier_queue_estimates_v1); only user $1's unless NULL.
+SELECT j.*, e.place AS position, e.starts_in_s
 FROM courier_jobs j
-LEFT JOIN courier_queue q ON q.job_id = j.id
+LEFT JOIN courier_queue_estimates_v1(ARRAY(
+    SELECT id FROM courier_jobs WHERE status = 'queued' AND ($1::bigint IS NULL OR user_id = $1))) e ON e.job_id = j.id
 WHERE j.status IN ('running', 'queued') AND ($1::bigint IS NULL OR j.user_id = $1)
-ORDER BY q.position NULLS FIRST, j.started_at, j.id;
+ORDER BY e.place NULLS FIRST, j.started_at, j.id;
 
 -- count_active --
 SELECT count(*) FROM courier_jobs WHERE user_id = $1 AND status IN ('queued', 'running');

@@ -7,18 +7,15 @@
 -- seconds and read what the message is to show. :kept: this host holds the row since its last
 -- update, which left message :message_id (NULL: none) showing :shown, recorded now; else the row is
 -- claimed, unless another host holds it (then no row). Returns the message and text held, the
--- chat's queued jobs (at most :limit, as arrays in claim order), the median run time of the last 50
--- succeeded jobs (NULL: none yet), the prompts the backends taking jobs run at once, and whether a
--- running job of the chat still has no status message (it takes the queue message over once the
--- chat's queue is empty).
+-- chat's queued jobs (at most :limit, as arrays in claim order) with their places and when they
+-- start (courier_queue_estimates_v1: from their commands' own run times; NULL: no estimate yet),
+-- the prompts the backends taking jobs run at once, and whether a running job of the chat still
+-- has no status message (it takes the queue message over once the chat's queue is empty).
 --
--- The jobs' places are courier_queue's positions for these jobs alone (the view computes every
--- queued job's, against every user's turn: under a flood each update would cost queued jobs × users
--- rows). A job's place depends only on its user's turn and its rank k among its user's jobs: it is
--- computed once per (user, k), the queued jobs counted per user before their users' rows are
--- joined. A job queued again after it ran (its backend died) has a status message of its own, which
--- says so: it is not listed (a "Queued" line would come after that later state), though it keeps
--- its place.
+-- The places are computed for the chat's jobs alone (courier_queue computes every queued job's,
+-- against every user's turn: under a flood each update would cost queued jobs x users rows). A job
+-- queued again after it ran (its backend died) has a status message of its own, which says so: it
+-- is not listed (a "Queued" line would come after that later state), though it keeps its place.
 WITH kept AS (
     UPDATE courier_queue_messages m
     SET message_id = :message_id, shown = :shown, busy_until = now() + make_interval(secs => :hold_s)
@@ -32,33 +29,15 @@ WITH kept AS (
     RETURNING m.message_id, m.shown
 ), held AS (
     SELECT * FROM kept UNION ALL SELECT * FROM claimed
-), counts AS (
-    SELECT user_id, count(*) AS n, min(id) AS first_id FROM courier_jobs WHERE status = 'queued' GROUP BY user_id
-), turns AS (
-    SELECT c.user_id, c.n, row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, c.first_id) AS turn
-    FROM counts c
-    JOIN courier_users u ON u.user_id = c.user_id
 ), mine AS (
-    SELECT * FROM (
-        SELECT j.id, j.chat_id, j.user_id, j.command, j.params->>'language' AS language, j.reply_to_message_id,
-               j.status_message_id, row_number() OVER (PARTITION BY j.user_id ORDER BY j.id) AS k
-        FROM courier_jobs j
-        WHERE j.status = 'queued'
-          AND j.user_id IN (SELECT c.user_id FROM courier_jobs c WHERE c.chat_id = :chat_id AND c.status = 'queued')
-    ) theirs
-    WHERE theirs.chat_id = :chat_id AND theirs.status_message_id IS NULL AND EXISTS (SELECT 1 FROM held)
-), places AS (
-    SELECT ranks.user_id, ranks.k,
-           1 + sum(least(o.n, ranks.k - 1) + (o.turn < me.turn AND o.n >= ranks.k)::int)::bigint AS position
-    FROM (SELECT DISTINCT user_id, k FROM mine) ranks
-    JOIN turns me ON me.user_id = ranks.user_id
-    CROSS JOIN turns o
-    GROUP BY ranks.user_id, ranks.k
+    SELECT j.id, j.command, j.params->>'language' AS language, j.reply_to_message_id
+    FROM courier_jobs j
+    WHERE j.chat_id = :chat_id AND j.status = 'queued' AND j.status_message_id IS NULL AND EXISTS (SELECT 1 FROM held)
 ), listed AS (
-    SELECT m.id, m.command, m.language, m.reply_to_message_id, p.position
+    SELECT m.id, m.command, m.language, m.reply_to_message_id, e.place AS position, e.starts_in_s
     FROM mine m
-    JOIN places p ON p.user_id = m.user_id AND p.k = m.k
-    ORDER BY p.position
+    JOIN courier_queue_estimates_v1(ARRAY(SELECT id FROM mine)) e ON e.job_id = m.id
+    ORDER BY e.place
     LIMIT :limit
 )
 SELECT held.message_id, held.shown,
@@ -67,12 +46,7 @@ SELECT held.message_id, held.shown,
        ARRAY(SELECT l.language FROM listed l ORDER BY l.position) AS languages,
        ARRAY(SELECT l.reply_to_message_id FROM listed l ORDER BY l.position) AS reply_tos,
        ARRAY(SELECT l.position FROM listed l ORDER BY l.position) AS positions,
-       (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY recent.seconds)
-        FROM (SELECT extract(epoch FROM finished_at - started_at) AS seconds
-              FROM courier_jobs
-              WHERE status = 'succeeded' AND started_at IS NOT NULL
-              ORDER BY finished_at DESC
-              LIMIT 50) recent) AS median_s,
+       ARRAY(SELECT l.starts_in_s FROM listed l ORDER BY l.position) AS starts_in_s,
        (SELECT coalesce(sum(capacity), 0) FROM courier_backends WHERE healthy AND NOT draining) AS slots,
        EXISTS (SELECT 1 FROM courier_jobs
                WHERE chat_id = :chat_id AND status = 'running' AND status_message_id IS NULL) AS taker

@@ -2,7 +2,7 @@
 
 import pytest
 
-from comfyui_courier.store import benchmarks, jobs, sessions
+from comfyui_courier.store import backends, benchmarks, jobs, queue_messages, sessions
 from comfyui_courier.tests.support import jobs as support_jobs
 from comfyui_courier.tests.support.users import upsert_user
 
@@ -30,7 +30,8 @@ async def test_queue_lists_running_then_queued_jobs_per_user(api, store):
     assert [j["position"] for j in listed[1:]] == [1, 2]
     assert "secret prompt" not in str(reply)  # the users' prompts stay private
     assert set(listed[0]) == {"id", "user_id", "chat_id", "command", "status", "position", "attempts", "backend",
-                              "progress", "error", "created_at", "started_at"}
+                              "progress", "error", "created_at", "started_at", "starts_in_s"}
+    assert [j["starts_in_s"] for j in listed[1:]] == [None, None]  # /demo has no run yet: no estimate
     per_user = {u["user_id"]: u for u in reply["users"]}
     assert per_user[running.user_id]["running"] == 1
     assert sum(u["queued"] for u in reply["users"]) == 2
@@ -39,6 +40,17 @@ async def test_queue_lists_running_then_queued_jobs_per_user(api, store):
     status, mine, _ = await api.get(f"/courier/jobs?user_id={BOB}", token=None)
     assert {j["user_id"] for j in mine["jobs"]} == {BOB}
     assert len(mine["jobs"]) == 1 and ids[(BOB, 0)] == mine["jobs"][0]["id"]
+
+
+async def test_the_queue_says_when_each_job_starts_as_its_chat_is_told(api, store):
+    await backends.register_backends(store.pool, ["http://127.0.0.1:1"], capacity=1)
+    await support_jobs.seed_runs(store.pool, "demo", 5.0, 3)
+    await queue_jobs(store)
+    status, reply, _ = await api.get("/courier/jobs", token=None)
+    told = {job.id: job.starts_in_s for user in (ALICE, BOB)
+            for job in (await queue_messages.hold(store.pool, user, 0, 10)).queued}
+    assert status == 200 and {j["id"]: j["starts_in_s"] for j in reply["jobs"]} == told
+    assert sorted(told.values()) == [0, 5.0, 10.0]
 
 
 @pytest.mark.parametrize("query", ["user_id=abc", "user_id=1.5", "user_id=99999999999999999999", "user_id="])

@@ -21,3 +21,16 @@ async def enqueue(db, *, user_id: int, chat_id: int, command: str, params: dict[
                                   max_attempts=max_attempts, reply_to_message_id=reply_to_message_id,
                                   profile=profile)
     return Enqueued(submitted.job_id, await jobs.queue_position(db, submitted.job_id))
+
+
+async def seed_runs(db, command: str, seconds: float, count: int, *, ended_ago_s: float = 3600.0,
+                    user_id: int = 1) -> None:
+    """``count`` succeeded runs of ``command`` of ``seconds`` each, the last ending ``ended_ago_s``
+    ago, one a minute before it: a command's history, as its recent jobs leave it."""
+    async with db.acquire() as conn:
+        await conn.execute("INSERT INTO courier_users (user_id) VALUES ($1) ON CONFLICT DO NOTHING", user_id)
+        await conn.execute(
+            "INSERT INTO courier_jobs (user_id, chat_id, command, status, started_at, finished_at)"
+            " SELECT $1, $1, $2, 'succeeded', ended - make_interval(secs => $3), ended"
+            " FROM (SELECT now() - make_interval(secs => $4 + 60 * n) AS ended FROM generate_series(0, $5 - 1) n) runs",
+            user_id, command, float(seconds), float(ended_ago_s), count)
