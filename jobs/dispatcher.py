@@ -394,9 +394,10 @@ class Dispatcher:
         if outcome.kind == "done":
             if not await progress.watched(jobs.succeed(pool, job.id, result, worker=self.worker_id)):
                 return None
+            seconds = result.get("done_s", elapsed_s(job))  # the caption's, if the result has one: one "Done in"
             if unconfirmed := len(result.get("unconfirmed") or ()):
-                return i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=elapsed_s(job)), False
-            return say("done", seconds=elapsed_s(job)), bool(result.get("captioned"))
+                return i18n.ntext(language, "done_unconfirmed", unconfirmed, seconds=seconds), False
+            return say("done", seconds=seconds), bool(result.get("captioned"))
         if outcome.kind in ("timeout", "not_ours"):  # take its prompt off the backend
             with contextlib.suppress(ComfyError):
                 await active.client.cancel(active.prompt_id)

@@ -92,10 +92,10 @@ async def resume(run: JobRun) -> dict:
 
 async def send_results(run: JobRun, files: list[ResultFile], since: datetime.datetime | None = None) -> dict:
     """Deliver ``files`` through an outage (``since``: when the job began to wait, if it did); the
-    job's result record."""
+    job's result record (``done_s``: what its "Done in" says, the caption and the last status alike)."""
     job = run.job
     token = await buttons.issue(run.pool, job.id)
-    records = await deliver_patiently(run, files, token, since)
+    records, done_s = await deliver_patiently(run, files, token, since)
     delivered = [record for record in records if record is not None]
     if chained := [record for record in delivered if record.get("file_id")]:
         await sessions.set_last_outputs(run.pool, job.chat_id, job.user_id, chained)
@@ -103,12 +103,13 @@ async def send_results(run: JobRun, files: list[ResultFile], since: datetime.dat
         await offer_buttons(run, delivered[-1], token)
     return {"outputs": delivered,
             "unconfirmed": [file.output for file, record in zip(files, records, strict=True) if record is None],
-            "captioned": bool(delivered) and bool(delivered[-1].get("captioned"))}
+            "captioned": bool(delivered) and bool(delivered[-1].get("captioned")), "done_s": done_s}
 
 
 async def deliver_patiently(run: JobRun, files: list[ResultFile], token: str,
-                            since: datetime.datetime | None) -> list[dict | None]:
-    """``deliver`` until Telegram takes the files, parking the job while it waits (see the module).
+                            since: datetime.datetime | None) -> tuple[list[dict | None], float]:
+    """``deliver`` until Telegram takes the files, parking the job while it waits (see the module);
+    the records, and the seconds from the command to the files that went (the caption's "Done in").
 
     :raises JobError: refused, or Telegram still failing them when the patience is spent.
     :raises deliveries.NotRunning: the job was cancelled or its lease lost.
@@ -117,8 +118,9 @@ async def deliver_patiently(run: JobRun, files: list[ResultFile], token: str,
     patience = Patience.of_delivery(run.settings)
     tries = 0
     while True:
+        done_s = elapsed_s(job)
         try:
-            return await deliver(run, files, ResultExtras(say("done", seconds=elapsed_s(job)), token, say))
+            return await deliver(run, files, ResultExtras(say("done", seconds=done_s), token, say)), done_s
         except ChatUnavailable as exc:
             if since is None:
                 since = await deliveries.park(run.pool, job.id, job.worker, [
