@@ -29,3 +29,23 @@ def cpu_bound(size: int, radius: int) -> dict:
         "4": {"class_type": "CourierTelegramOutput", "inputs": {"images": ["3", 0], "filename_prefix": "courier/busy",
                                                                 "keep_metadata": False}},
     }
+
+
+def tiny_sd(checkpoint: str, *, steps: int = 2, size: int = 64) -> dict:
+    """A command workflow that samples on ``checkpoint`` (one of tools/tiny_models.py's): the loader,
+    the prompt and seed of the job, ``steps`` of KSampler at ``size`` px, the picture to the chat."""
+    return {
+        "1": {"class_type": "CourierTelegramInput", "inputs": {
+            "command": "tiny", "prompt": "", "seed": 0, "width": size, "height": size, "image": "",
+            "chat_id": "", "user_id": ""}},
+        "2": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": checkpoint}},
+        "3": {"class_type": "CLIPTextEncode", "inputs": {"text": ["1", 0], "clip": ["2", 1]}},
+        "5": {"class_type": "EmptyLatentImage", "inputs": {"width": size, "height": size, "batch_size": 1}},
+        "6": {"class_type": "KSampler", "inputs": {
+            "model": ["2", 0], "seed": ["1", 3], "steps": steps, "cfg": 1.0, "sampler_name": "euler",
+            "scheduler": "normal", "positive": ["3", 0], "negative": ["3", 0], "latent_image": ["5", 0],
+            "denoise": 1.0}},
+        "7": {"class_type": "VAEDecode", "inputs": {"samples": ["6", 0], "vae": ["2", 2]}},
+        "4": {"class_type": "CourierTelegramOutput", "inputs": {"images": ["7", 0], "filename_prefix": "courier/tiny",
+                                                                "keep_metadata": False}},
+    }
