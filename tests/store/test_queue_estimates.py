@@ -60,3 +60,13 @@ async def test_the_panels_queue_shows_the_queue_messages_figures(store):
     told = {**await estimates(pool, A), **await estimates(pool, B)}
     listed = {job.id: job.starts_in_s for job in await jobs.list_queue(pool) if job.status == "queued"}
     assert len(listed) == 5 and listed == pytest.approx(told)
+
+
+@pytest.mark.timeout(60)
+async def test_a_run_counts_the_time_it_held_its_backend_not_its_delivery(store):
+    """A result that waited 8 s on Telegram's limits did not keep the next job off the backend."""
+    pool = store.pool
+    await backends.register_backends(pool, ["http://127.0.0.1:1"], capacity=1)
+    await seed_runs(pool, "img", 18.0, 5, execution_s=10.0)
+    ids = await queue(pool, A, "img", "img")
+    assert (await estimates(pool, A))[ids[1]] == pytest.approx(10.0)

@@ -4,6 +4,7 @@ Like every submit, it sets the user's ``profile`` (username, first name, languag
 
 from __future__ import annotations
 
+import json
 from typing import Any, NamedTuple
 
 from comfyui_courier.store import jobs
@@ -24,13 +25,15 @@ async def enqueue(db, *, user_id: int, chat_id: int, command: str, params: dict[
 
 
 async def seed_runs(db, command: str, seconds: float, count: int, *, ended_ago_s: float = 3600.0,
-                    user_id: int = 1) -> None:
-    """``count`` succeeded runs of ``command`` of ``seconds`` each, the last ending ``ended_ago_s``
+                    user_id: int = 1, execution_s: float | None = None) -> None:
+    """``count`` succeeded runs of ``command`` of ``seconds`` each (claim to end; ``execution_s``: of
+    that, ComfyUI's execution, in the result as the runner records it), the last ending ``ended_ago_s``
     ago, one a minute before it: a command's history, as its recent jobs leave it."""
+    result = None if execution_s is None else {"execution_ms": round(execution_s * 1000)}
     async with db.acquire() as conn:
         await conn.execute("INSERT INTO courier_users (user_id) VALUES ($1) ON CONFLICT DO NOTHING", user_id)
         await conn.execute(
-            "INSERT INTO courier_jobs (user_id, chat_id, command, status, started_at, finished_at)"
-            " SELECT $1, $1, $2, 'succeeded', ended - make_interval(secs => $3), ended"
+            "INSERT INTO courier_jobs (user_id, chat_id, command, status, started_at, finished_at, result)"
+            " SELECT $1, $1, $2, 'succeeded', ended - make_interval(secs => $3), ended, $6::text::jsonb"
             " FROM (SELECT now() - make_interval(secs => $4 + 60 * n) AS ended FROM generate_series(0, $5 - 1) n) runs",
-            user_id, command, float(seconds), float(ended_ago_s), count)
+            user_id, command, float(seconds), float(ended_ago_s), count, None if result is None else json.dumps(result))

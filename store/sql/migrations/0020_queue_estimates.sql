@@ -5,8 +5,10 @@ CREATE INDEX courier_jobs_command_succeeded_idx ON courier_jobs (command, finish
 -- Per job of p_jobs (queued ones; others are left out): its place in the claim order (1 = claimed
 -- next; courier_queue's position) and in how many seconds it starts (NULL: no estimate yet).
 --
--- A command's run time is the median of its last 50 succeeded runs (claim to end), its own: a
--- /demo is not told an /img's. A job starts at once if a slot is free for it (the running jobs and
+-- A command's run time is the median of its last 50 succeeded runs, its own: a /demo is not told
+-- an /img's. A run is what it held its backend: ComfyUI's execution time where the result has it
+-- (its delivery, which may wait on Telegram's limits for seconds, does not hold the backend), else
+-- claim to end. A job starts at once if a slot is free for it (the running jobs and
 -- the jobs ahead of it fill fewer slots than the healthy backends taking jobs have); else once the
 -- work before it is done, spread over the slots: the running jobs' time left (their median less
 -- what they ran) and the run times of the queued jobs ahead of it. No estimate when its command,
@@ -24,7 +26,8 @@ WITH active AS (
 ), medians AS (
     SELECT c.command,
            (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY recent.seconds)
-            FROM (SELECT extract(epoch FROM j.finished_at - j.started_at) AS seconds
+            FROM (SELECT coalesce((j.result->>'execution_ms')::float / 1000,
+                                  extract(epoch FROM j.finished_at - j.started_at)) AS seconds
                   FROM courier_jobs j
                   WHERE j.status = 'succeeded' AND j.command = c.command AND j.started_at IS NOT NULL
                   ORDER BY j.finished_at DESC
