@@ -52,10 +52,12 @@ CROSS JOIN turns o;
 -- counts while some host checks it: every few seconds, so within the last minute). A job whose
 -- params name a backend (/bench @backend) goes to that one only. $3 NULL: any job, no backend rules.
 -- Warm placement unless $4 is NULL: a job's files are its graph's string inputs that $3 lists as
--- model files, and the backend holds (`warm`) those of the last job claimed on it. Of the chosen
--- user's jobs it takes first one whose files it holds; a job whose files another backend taking
--- jobs holds, and $3 does not, is left for that one while it has been queued under $4 seconds.
--- Users still take turns as above: warmth orders a user's own jobs, and holds a job back $4 s at most.
+-- model files, and the backend holds (`warm`) those of the last job claimed on it. A job whose
+-- files it holds counts as if its user had been served $4 seconds earlier: the backend takes a
+-- warm job of a user served up to $4 s more recently before a cold one (a user's own warm jobs
+-- first), never before a user never served. A job whose files another backend taking jobs holds,
+-- and $3 does not, is left for that one while it has been queued under $4 seconds. So users still
+-- take turns, each held back $4 s at most.
 WITH backend AS (
     SELECT b.models, b.warm
     FROM courier_backends b
@@ -91,7 +93,8 @@ WITH backend AS (
             SELECT 1 FROM courier_backends o
             WHERE o.url <> $3 AND o.healthy AND NOT o.draining AND o.checked_at > now() - interval '1 minute'
                 AND o.warm @> c.files))
-    ORDER BY c.last_served_at ASC NULLS FIRST, c.warm_here DESC, j.id
+    ORDER BY coalesce(c.last_served_at, '-infinity')
+                 + make_interval(secs => CASE WHEN c.warm_here THEN 0 ELSE coalesce($4, 0) END), j.id
     LIMIT 1
     FOR UPDATE OF j SKIP LOCKED
 ), claimed AS (

@@ -112,3 +112,27 @@ async def test_concurrent_warm_claims_never_claim_a_job_twice(warm, pg_database)
                                 " FROM courier_jobs WHERE id = any($1::bigint[])", list(ids))
     assert {row["model"]: {models[r["id"]] for r in rows if r["model"] == row["model"]} for row in rows} == \
         {SDXL: {ONE}, FLUX: {TWO}}
+
+
+async def served_ago(store, user: int, seconds: float) -> None:
+    async with store.pool.acquire() as conn:
+        await conn.execute("UPDATE courier_users SET last_served_at = now() - make_interval(secs => $2)"
+                           " WHERE user_id = $1", user, seconds)
+
+
+async def test_a_warm_job_of_a_user_served_a_little_more_recently_goes_first(warm):
+    cold = await enqueue(warm, A, model=FLUX)
+    warm_job = await enqueue(warm, B, model=SDXL)
+    await queued_long_ago(warm, cold)  # no longer waits for TWO
+    await served_ago(warm, A, 20)
+    await served_ago(warm, B, 10)  # served 10 s after A: within the wait
+    assert (await claim(warm, ONE)).id == warm_job
+
+
+async def test_a_cold_job_of_a_user_served_longer_than_the_wait_before_goes_first(warm):
+    cold = await enqueue(warm, A, model=FLUX)
+    await enqueue(warm, B, model=SDXL)
+    await queued_long_ago(warm, cold)
+    await served_ago(warm, A, WAIT_S + 20)
+    await served_ago(warm, B, 10)  # A waited longer than the wait more: its turn, cold or not
+    assert (await claim(warm, ONE)).id == cold
