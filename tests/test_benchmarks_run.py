@@ -41,6 +41,7 @@ QUICK_RUNS = [
           needs=("comfyui",)),
     quick("bot_overhead", "--jobs", "1", "--budget", "90", needs=("comfyui",)),
     quick("scaleout", "--jobs", "2", "--budget", "120", needs=("comfyui",)),
+    quick("placement", "--jobs-per-user", "1", "--budget", "300", needs=("comfyui",)),
     quick("estimates", "--jobs", "4", "--budget", "120", expect=("estimate_jobs", "left_samples")),
     quick("onion", "--requests", "3", "--jobs", "1", "--budget", "150", needs=("anon", "comfyui"),
           expect=("privnet_bringup_s", "onion_added_rtt_ms", "onion_demo_job_added_ms")),
