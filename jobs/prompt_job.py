@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-import math
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 
@@ -145,14 +144,16 @@ class StepClock:
     start: tuple[int, float] | None = None  # (step, time) of the node's first frame
 
     def seconds_left(self, node: str | None, value: int, total: int) -> int | None:
-        """Whole seconds, rounded up; None until a second frame of the same node gives a rate."""
+        """Whole seconds, to the nearest (rounded up, a rate a hair slower than its steps said a second
+        too many), at least 1 until the last step (0); None until a second frame of the same node
+        gives a rate."""
         now = self.clock()
         if self.start is None or node != self.node or value < self.start[0]:
             self.node, self.start = node, (value, now)
         done = value - self.start[0]
         if done <= 0:
             return None
-        return math.ceil((total - value) * (now - self.start[1]) / done)
+        return max(1, round((total - value) * (now - self.start[1]) / done)) if value < total else 0
 
 
 async def deliver(run: JobRun, files: list[ResultFile], extras: ResultExtras | None = None) -> list[dict | None]:
