@@ -4,7 +4,7 @@ Two real ComfyUIs (``COMFYUI_DIR``) with the pack, each pinned to a core of its 
 thread, both with the two tiny checkpoints (``python <pack> tiny-models --second-checkpoint``),
 behind one Courier (python-telegram-bot against the Bot API emulator, the dispatcher, an embedded
 PostgreSQL). The same workloads run twice in one process, warm placement on
-(``COURIER_WARM_WAIT_S``, default 5 s) and off (0, the fair order only):
+(``COURIER_WARM_WAIT_S``, its default unless ``--warm-wait``) and off (0, the fair order only):
 
 - mixed: several users, each sending jobs that alternate between the two checkpoints (a fixed seed
   picks each user's first), all at once; jobs/s from the first job queued to the last one ended,
@@ -16,7 +16,7 @@ Figures: ``placement_throughput_ratio`` (on ÷ off), ``model_loads_per_job_warm`
 ``model_loads_per_job_cold``, ``fair_wait_p99_s`` (on) and ``fair_wait_p99_s_cold`` (off), and
 each run's jobs/min.
 
-    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/placement.py [--jobs-per-user 6] [--budget 900]
+    COMFYUI_DIR=/path/to/ComfyUI python benchmarks/placement.py [--jobs-per-user 6] [--rounds 1] [--budget 900]
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ HEAVY, LIGHT = 700, tuple(range(701, 709))  # the fairness workload's
 HEAVY_JOBS = 12
 STEPS = 4
 LOADED = "model_type EPS"  # ComfyUI's line for each checkpoint it loads (comfy/sd.py)
-MODES = {"warm": "5", "cold": "0"}  # COURIER_WARM_WAIT_S
 
 
 def write_models(comfyui_dir: Path, dest: Path) -> None:
@@ -112,53 +111,66 @@ async def fairness(courier, bot, deadline: Deadline) -> list[float]:
     return [(row["started_at"] - row["created_at"]).total_seconds() for row in rows if row["user_id"] in LIGHT]
 
 
-async def run_mode(servers, data_dir: Path, wait_s: str, per_user: int, deadline: Deadline) -> dict:
+async def run_mode(servers, emulator, bot, data_dir: Path, wait_s: str, per_user: int, deadline: Deadline) -> dict:
+    """Both workloads under a Courier with ``COURIER_WARM_WAIT_S`` ``wait_s``."""
     from comfyui_courier.core.config import load_settings
-    from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.runtime import Courier
     from comfyui_courier.store import commands
     from comfyui_courier.tests.support.graphs import tiny_sd
     from comfyui_courier.tools.tiny_models import CHECKPOINT, SECOND_CHECKPOINT
 
-    async with BotApiEmulator() as emulator:
-        bot = emulator.add_bot()
-        settings = load_settings(None, {
-            "TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
-            "COURIER_ALLOWED_USERS": ",".join(map(str, (*USERS, HEAVY, *LIGHT))),
-            "COURIER_MAX_JOBS_PER_USER": "100", "COURIER_WARM_WAIT_S": wait_s,
-            "COURIER_BACKENDS": ",".join(server.url for server in servers)})
-        courier = Courier(settings, data_dir, None)
-        await courier.start()
-        try:
-            await courier.booted()
-            if courier.health.state("dispatcher") != "ok":
-                sys.exit(f"Courier did not start: {courier.health_report()}")
-            for name, checkpoint in (("cka", CHECKPOINT.name), ("ckb", SECOND_CHECKPOINT.name)):
-                await commands.put_command(courier.store.pool, name, workflow=tiny_sd(checkpoint, steps=STEPS))
-            measured = await mixed(courier, bot, servers, per_user, deadline)
-            measured["waits"] = await fairness(courier, bot, deadline)
-        finally:
-            await courier.stop()
+    settings = load_settings(None, {
+        "TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
+        "COURIER_ALLOWED_USERS": ",".join(map(str, (*USERS, HEAVY, *LIGHT))),
+        "COURIER_MAX_JOBS_PER_USER": "100", "COURIER_WARM_WAIT_S": wait_s,
+        "COURIER_BACKENDS": ",".join(server.url for server in servers)})
+    courier = Courier(settings, data_dir, None)
+    await courier.start()
+    try:
+        await courier.booted()
+        if courier.health.state("dispatcher") != "ok":
+            sys.exit(f"Courier did not start: {courier.health_report()}")
+        for name, checkpoint in (("cka", CHECKPOINT.name), ("ckb", SECOND_CHECKPOINT.name)):
+            await commands.put_command(courier.store.pool, name, workflow=tiny_sd(checkpoint, steps=STEPS))
+        measured = await mixed(courier, bot, servers, per_user, deadline)
+        measured["waits"] = await fairness(courier, bot, deadline)
+    finally:
+        await courier.stop()
     note(f"warm wait {wait_s} s: {measured['jobs']} mixed jobs in {measured['wall_s']:.1f} s, "
          f"{measured['loads_per_job']:.2f} loads a job; light users waited {sorted(measured['waits'])}")
     return measured
 
 
-async def measure(servers, per_user: int, deadline: Deadline) -> dict[str, dict]:
-    """Each mode on a database of its own (the emulator numbers its updates from 1 again)."""
-    runs = {}
-    for mode, wait_s in MODES.items():
-        data_dir = Path(tempfile.mkdtemp(prefix=f"courier-placement-{mode}-"))
-        try:
-            runs[mode] = await run_mode(servers, data_dir, wait_s, per_user, deadline)
-        finally:
-            load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
-    return runs
+async def measure(servers, per_user: int, warm_wait_s: str, rounds: int, deadline: Deadline) -> dict[str, dict]:
+    """``rounds`` of each mode, in the order on, off, off, on, … (a drift in the machine's load weighs
+    on both alike), on one database and one emulated bot; per mode, the rounds' totals."""
+    from comfyui_courier.emulator.botapi import BotApiEmulator
+
+    waits = {"warm": warm_wait_s, "cold": "0"}  # COURIER_WARM_WAIT_S
+    order = [mode for n in range(rounds) for mode in (("warm", "cold") if n % 2 == 0 else ("cold", "warm"))]
+    runs = {mode: {"jobs": 0, "wall_s": 0.0, "loads": 0.0, "waits": []} for mode in waits}
+    data_dir = Path(tempfile.mkdtemp(prefix="courier-placement-"))
+    try:
+        async with BotApiEmulator() as emulator:
+            bot = emulator.add_bot()
+            for mode in order:
+                measured = await run_mode(servers, emulator, bot, data_dir, waits[mode], per_user, deadline)
+                total = runs[mode]
+                total["jobs"] += measured["jobs"]
+                total["wall_s"] += measured["wall_s"]
+                total["loads"] += measured["loads_per_job"] * measured["jobs"]
+                total["waits"] += measured["waits"]
+    finally:
+        load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
+    return {mode: {"jobs_per_s": run["jobs"] / run["wall_s"], "loads_per_job": run["loads"] / run["jobs"],
+                   "waits": run["waits"]} for mode, run in runs.items()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs-per-user", type=int, default=6)
+    parser.add_argument("--warm-wait", default="", help="COURIER_WARM_WAIT_S of the warm run (default: its default)")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each mode, alternating (on off off on …)")
     parser.add_argument("--budget", type=float, default=900.0, help="seconds for the whole run")
     args = parser.parse_args()
     comfyui_dir = comfyui_dir_or_exit()
@@ -168,6 +180,9 @@ def main() -> int:
     runner = load_runner()
     scratch = runner.scratch_directory()
     load_pack()
+    from comfyui_courier.core.config import Settings
+
+    warm_wait_s = args.warm_wait or str(Settings().warm_wait_s)
     from comfyui_courier.tests.fixtures.tiny_models import link_tiny_models
 
     write_models(comfyui_dir, scratch / "models")
@@ -178,7 +193,8 @@ def main() -> int:
             link_tiny_models(server, scratch / "models", second=True)
             server.start()
         note(f"two ComfyUIs up in {time.monotonic() - started:.0f} s")
-        runs = asyncio.run(asyncio.wait_for(measure(servers, args.jobs_per_user, deadline), deadline.remaining()))
+        runs = asyncio.run(asyncio.wait_for(measure(servers, args.jobs_per_user, warm_wait_s, args.rounds, deadline),
+                                            deadline.remaining()))
     except (OutOfTime, TimeoutError) as error:
         sys.exit(f"out of time: {error}")
     finally:
