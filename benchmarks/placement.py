@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,7 @@ HEAVY, LIGHT = 700, tuple(range(701, 709))  # the fairness workload's
 HEAVY_JOBS = 12
 STEPS = 4
 LOADED = "model_type EPS"  # ComfyUI's line for each checkpoint it loads (comfy/sd.py)
+EXECUTED = re.compile(r"Prompt executed in ([0-9.]+) seconds")  # ComfyUI's line after each prompt (main.py)
 
 
 def write_models(comfyui_dir: Path, dest: Path) -> None:
@@ -63,6 +65,12 @@ def write_models(comfyui_dir: Path, dest: Path) -> None:
 
 def loads(servers) -> int:
     return sum(server.log_text().count(LOADED) for server in servers)
+
+
+def busy_s(servers, since: list[int]) -> float:
+    """Seconds the backends spent executing prompts since their logs were ``since`` long."""
+    return sum(float(seconds) for server, start in zip(servers, since, strict=True)
+               for seconds in EXECUTED.findall(server.log_text()[start:]))
 
 
 async def ended(pool, first_id: int, count: int, deadline: Deadline) -> list:
@@ -86,6 +94,7 @@ async def next_id(pool) -> int:
 async def mixed(courier, bot, servers, per_user: int, deadline: Deadline) -> dict:
     pool = courier.store.pool
     first_id, loads_before = await next_id(pool), loads(servers)
+    logs_before = [len(server.log_text()) for server in servers]
     chooser = random.Random(SEED)
     starts = {user: chooser.randrange(2) for user in USERS}
     for n in range(per_user):
@@ -94,7 +103,7 @@ async def mixed(courier, bot, servers, per_user: int, deadline: Deadline) -> dic
     rows = await ended(pool, first_id, per_user * len(USERS), deadline)
     wall = (max(row["finished_at"] for row in rows) - min(row["created_at"] for row in rows)).total_seconds()
     return {"jobs_per_s": len(rows) / wall, "loads_per_job": (loads(servers) - loads_before) / len(rows),
-            "jobs": len(rows), "wall_s": wall}
+            "jobs": len(rows), "wall_s": wall, "busy_s": busy_s(servers, logs_before)}
 
 
 async def fairness(courier, bot, deadline: Deadline) -> list[float]:
@@ -137,7 +146,8 @@ async def run_mode(servers, emulator, bot, data_dir: Path, wait_s: str, per_user
     finally:
         await courier.stop()
     note(f"warm wait {wait_s} s: {measured['jobs']} mixed jobs in {measured['wall_s']:.1f} s, "
-         f"{measured['loads_per_job']:.2f} loads a job; light users waited {sorted(measured['waits'])}")
+         f"{measured['loads_per_job']:.2f} loads a job, backends busy {measured['busy_s']:.1f} s; "
+         f"light users waited {sorted(measured['waits'])}")
     return measured
 
 
@@ -148,7 +158,7 @@ async def measure(servers, per_user: int, warm_wait_s: str, rounds: int, deadlin
 
     waits = {"warm": warm_wait_s, "cold": "0"}  # COURIER_WARM_WAIT_S
     order = [mode for n in range(rounds) for mode in (("warm", "cold") if n % 2 == 0 else ("cold", "warm"))]
-    runs = {mode: {"jobs": 0, "wall_s": 0.0, "loads": 0.0, "waits": []} for mode in waits}
+    runs = {mode: {"jobs": 0, "wall_s": 0.0, "loads": 0.0, "busy_s": 0.0, "waits": []} for mode in waits}
     data_dir = Path(tempfile.mkdtemp(prefix="courier-placement-"))
     try:
         async with BotApiEmulator() as emulator:
@@ -158,12 +168,14 @@ async def measure(servers, per_user: int, warm_wait_s: str, rounds: int, deadlin
                 total = runs[mode]
                 total["jobs"] += measured["jobs"]
                 total["wall_s"] += measured["wall_s"]
+                total["busy_s"] += measured["busy_s"]
                 total["loads"] += measured["loads_per_job"] * measured["jobs"]
                 total["waits"] += measured["waits"]
     finally:
         load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
     return {mode: {"jobs_per_s": run["jobs"] / run["wall_s"], "loads_per_job": run["loads"] / run["jobs"],
-                   "waits": run["waits"]} for mode, run in runs.items()}
+                   "busy_s_per_job": run["busy_s"] / run["jobs"], "waits": run["waits"]}
+            for mode, run in runs.items()}
 
 
 def main() -> int:
@@ -209,6 +221,8 @@ def main() -> int:
     figure("fair_wait_p99_s_cold", percentile(cold["waits"], 99), "s")
     figure("placement_jobs_per_min_warm", warm["jobs_per_s"] * 60, "jobs/min")
     figure("placement_jobs_per_min_cold", cold["jobs_per_s"] * 60, "jobs/min")
+    figure("placement_backend_busy_s_per_job_warm", warm["busy_s_per_job"], "s")  # ComfyUI's own execution time
+    figure("placement_backend_busy_s_per_job_cold", cold["busy_s_per_job"], "s")
     return 0
 
 
