@@ -504,14 +504,15 @@ CREATE INDEX courier_jobs_command_succeeded_idx ON courier_jobs (command, finish
 --
 -- The jobs ahead of a job are those of hold_queue_message's places: job k of a user comes after
 -- up to k-1 jobs of every user, plus one more of each user whose turn comes first and who has k or
--- more. Their run times are summed per user as a running sum over that user's queued jobs, so each
--- (user, k) costs one row per user, as the places do.
+-- more. Their run times are summed per user as a running sum over that user's queued jobs (an
+-- array per user, read at the rank taken), so each (user, k) costs one row per user, as the
+-- places do, and no join.
 CREATE FUNCTION courier_queue_estimates_v1(p_jobs bigint[])
 RETURNS TABLE (job_id bigint, place bigint, starts_in_s double precision)
 LANGUAGE sql STABLE AS $$
-WITH active AS (
-    SELECT id, user_id, command, status, started_at FROM courier_jobs WHERE status IN ('queued', 'running')
-), medians AS (
+WITH running AS MATERIALIZED (
+    SELECT command, started_at FROM courier_jobs WHERE status = 'running'
+), medians AS MATERIALIZED (
     SELECT c.command,
            (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY recent.seconds)
             FROM (SELECT coalesce((j.result->>'execution_ms')::float / 1000,
@@ -520,48 +521,48 @@ WITH active AS (
                   WHERE j.status = 'succeeded' AND j.command = c.command AND j.started_at IS NOT NULL
                   ORDER BY j.finished_at DESC
                   LIMIT 50) recent) AS median_s
-    FROM (SELECT DISTINCT command FROM active) c
-), queued AS (
-    SELECT a.id, a.user_id, a.command, m.median_s,
+    FROM (SELECT DISTINCT command FROM courier_jobs WHERE status IN ('queued', 'running')) c
+), ranked AS MATERIALIZED (
+    SELECT q.id, q.user_id, q.median_s,
            row_number() OVER mine AS k,
-           coalesce(sum(m.median_s) OVER mine, 0) AS work,
-           count(*) FILTER (WHERE m.median_s IS NULL) OVER mine AS unknown
-    FROM active a
-    JOIN medians m ON m.command = a.command
-    WHERE a.status = 'queued'
-    WINDOW mine AS (PARTITION BY a.user_id ORDER BY a.id ROWS UNBOUNDED PRECEDING)
-), turns AS (
-    SELECT c.user_id, c.n, row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, c.first_id) AS turn
-    FROM (SELECT user_id, count(*) AS n, min(id) AS first_id FROM queued GROUP BY user_id) c
-    JOIN courier_users u ON u.user_id = c.user_id
-), running AS (
+           sum(coalesce(q.median_s, 'Infinity')) OVER mine AS work  -- no known run time: forever
+    FROM (SELECT j.id, j.user_id, (SELECT m.median_s FROM medians m WHERE m.command = j.command) AS median_s
+          FROM courier_jobs j
+          WHERE j.status = 'queued'
+          ORDER BY j.user_id, j.id) q
+    WINDOW mine AS (PARTITION BY q.user_id ORDER BY q.id ROWS UNBOUNDED PRECEDING)
+), turns AS MATERIALIZED (
+    -- per user: queued jobs, turn, and the work of their first k jobs at [k]
+    SELECT r.user_id, count(*) AS n, array_agg(r.work ORDER BY r.k) AS work,
+           row_number() OVER (ORDER BY u.last_served_at ASC NULLS FIRST, min(r.id)) AS turn
+    FROM ranked r
+    JOIN courier_users u ON u.user_id = r.user_id
+    GROUP BY r.user_id, u.last_served_at
+), busy AS MATERIALIZED (
     SELECT count(*) AS jobs,
-           coalesce(sum(greatest(m.median_s - extract(epoch FROM now() - a.started_at), 0)), 0) AS work,
-           count(*) FILTER (WHERE m.median_s IS NULL) AS unknown
-    FROM active a
-    JOIN medians m ON m.command = a.command
-    WHERE a.status = 'running'
-), slots AS (
+           coalesce(sum(greatest(coalesce(m.median_s, 'Infinity') - extract(epoch FROM now() - r.started_at), 0)),
+                    0) AS work
+    FROM running r
+    JOIN medians m ON m.command = r.command
+), slots AS MATERIALIZED (
     SELECT coalesce(sum(capacity), 0) AS n FROM courier_backends WHERE healthy AND NOT draining
 ), wanted AS (
-    SELECT * FROM queued WHERE id = ANY(p_jobs)
+    SELECT * FROM ranked WHERE id = ANY(p_jobs)
 ), ahead AS (
-    SELECT ranks.user_id, ranks.k, sum(taken.n) AS jobs, coalesce(sum(b.work), 0) AS work,
-           coalesce(sum(b.unknown), 0) AS unknown
+    SELECT ranks.user_id, ranks.k, sum(taken.n) AS jobs, coalesce(sum(o.work[taken.n]), 0) AS work
     FROM (SELECT DISTINCT user_id, k FROM wanted) ranks
     JOIN turns me ON me.user_id = ranks.user_id
     CROSS JOIN turns o
     CROSS JOIN LATERAL (SELECT least(o.n, ranks.k - 1) + (o.turn < me.turn AND o.n >= ranks.k)::int AS n) taken
-    LEFT JOIN queued b ON b.user_id = o.user_id AND b.k = taken.n
     GROUP BY ranks.user_id, ranks.k
 )
 SELECT w.id, 1 + a.jobs,
        CASE WHEN w.median_s IS NULL OR s.n = 0 THEN NULL
             WHEN r.jobs + a.jobs < s.n THEN 0
-            WHEN r.unknown + a.unknown > 0 THEN NULL
+            WHEN r.work + a.work = 'Infinity' THEN NULL
             ELSE (r.work + a.work) / s.n END
 FROM wanted w
 JOIN ahead a ON a.user_id = w.user_id AND a.k = w.k
-CROSS JOIN running r
+CROSS JOIN busy r
 CROSS JOIN slots s
 $$;
