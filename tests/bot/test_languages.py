@@ -39,8 +39,10 @@ async def reply(bot, text: str, method: str = "sendMessage", timeout: float = 10
 
 
 async def job_status(bot, language: str, name: str):
-    """The job's status message: its "Queued" reply, or the dispatcher's "running" if that came first."""
-    texts = (said(language, "queued", name=name, position=1), said(language, "running", name=name))
+    """The job's status message: its "Queued" reply (its first /demo has no estimate yet), or the
+    dispatcher's "running" if that came first."""
+    texts = (said(language, "queued", name=name, position=1), said(language, "running", name=name),
+             said(language, "queued_no_estimate", name=name, position=1))  # a command without runs yet
     try:
         return await bot.wait_for_call("sendMessage", where=lambda c: c.params.get("text") in texts, timeout=10)
     except TimeoutError:
