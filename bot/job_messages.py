@@ -34,6 +34,9 @@ results follow     the job's worker                nothing not shown yet is post
 
 A host edits the chat's queue message only while it holds its row, and a job takes it over only
 while nobody holds it and the chat has no queued job: the queue never edits a message a job took.
+A job that posted a status of its own brings a queue message in its chat up to date once that is
+recorded: one posted for it meanwhile (its round read the queue before the claim) is deleted, not
+kept for a job that would take it over.
 Making a job's status sends nothing; its first word (``started``) tells the chat's queue message
 that the job left the queue.
 """
@@ -65,7 +68,16 @@ class JobMessages:
         return ProgressMessage(
             self.bot, chat_id, message_id, self.throttle, reply_to=reply_to,
             take=functools.partial(jobs.take_status_message, pool, job_id, worker),
-            adopt=functools.partial(jobs.adopt_status_message, pool, job_id),
+            adopt=functools.partial(self._adopt, job_id, chat_id),
             moved=functools.partial(jobs.move_status_message, pool, job_id),
             started=functools.partial(self.queue_messages.refresh, self.bot, chat_id),
             after_s=min(MOMENT_S, self.throttle.interval_s))
+
+    async def _adopt(self, job_id: int, chat_id: int, message_id: int) -> int | None:
+        """Record the status the job posted of its own; a queue message in its chat is brought up to
+        date, since it may list the job (its round read the queue before the job was claimed) and
+        would otherwise stay, kept for a job that takes it over, which this one will not."""
+        adopted = await jobs.adopt_status_message(self.queue_messages.store.pool, job_id, message_id)
+        if adopted.queue_message:
+            self.queue_messages.refresh(self.bot, chat_id)
+        return adopted.message_id

@@ -126,5 +126,5 @@ async def announcing(pool, job_id: int) -> AsyncIterator[Announcement]:
         announcement.position = None
         return
     if announcement.message_id is not None:
-        announcement.redundant = (await jobs.adopt_status_message(pool, job_id, announcement.message_id)
-                                  != announcement.message_id)
+        adopted = await jobs.adopt_status_message(pool, job_id, announcement.message_id)
+        announcement.redundant = adopted.message_id != announcement.message_id

@@ -161,14 +161,20 @@ async def set_progress(db: Db, job_id: int, progress: dict[str, Any]) -> bool:
         return await conn.fetchval(query("set_progress"), job_id, progress) is not None
 
 
-async def adopt_status_message(db: Db, job_id: int, message_id: int) -> int | None:
+class Adopted(NamedTuple):
+    message_id: int | None  # the job's status message; None: no such job
+    queue_message: bool  # the job's chat has a queue message (which may be about this job)
+
+
+async def adopt_status_message(db: Db, job_id: int, message_id: int) -> Adopted:
     """Make ``message_id`` the job's status message unless it has one; returns the one it has.
 
     Whoever comes first (the "Queued" reply or the dispatcher's progress message) wins; the
-    loser's message is redundant. None if there is no such job.
+    loser's message is redundant.
     """
     async with acquire(db) as conn:
-        return await conn.fetchval(query("adopt_status_message"), job_id, message_id)
+        row = await conn.fetchrow(query("adopt_status_message"), job_id, message_id)
+    return Adopted(None, False) if row is None else Adopted(*row)
 
 
 async def take_status_message(db: Db, job_id: int, worker: str) -> tuple[str, int | None]:

@@ -132,14 +132,18 @@ UPDATE courier_jobs SET progress = $2 WHERE id = $1 AND status = 'running' RETUR
 
 -- adopt_status_message --
 -- Makes message $2 the status message of job $1 unless it has one already (the bot's "Queued"
--- reply and the dispatcher's first progress message race for it); returns the one that is.
--- A job still queued wakes the dispatchers again: a claim while this held its row skipped it
--- (SKIP LOCKED), and would otherwise wait for the next job or the idle poll.
+-- reply and the dispatcher's first progress message race for it); returns the one that is, and
+-- whether the job's chat has a queue message now (one may have been posted for the job while its
+-- status was on its way: a round that read the queue before the job was claimed). A job still
+-- queued wakes the dispatchers again: a claim while this held its row skipped it (SKIP LOCKED), and
+-- would otherwise wait for the next job or the idle poll.
 WITH adopted AS (
     UPDATE courier_jobs SET status_message_id = COALESCE(status_message_id, $2) WHERE id = $1
-    RETURNING status, status_message_id
+    RETURNING chat_id, status, status_message_id
 )
-SELECT adopted.status_message_id FROM adopted
+SELECT adopted.status_message_id,
+       EXISTS (SELECT 1 FROM courier_queue_messages m WHERE m.chat_id = adopted.chat_id) AS queue_message
+FROM adopted
 LEFT JOIN LATERAL (SELECT pg_notify('courier_jobs', $1::text) WHERE adopted.status = 'queued') AS woken ON true;
 
 -- move_status_message --

@@ -13,6 +13,7 @@ import pytest
 from comfyui_courier.bot import job_messages, queue_message
 from comfyui_courier.store import backends, jobs, queue_messages
 from comfyui_courier.tests.support.courier import running_courier
+from comfyui_courier.tests.support.fake_comfyui import FakeComfyUI
 from comfyui_courier.tests.support.jobs import enqueue
 from comfyui_courier.tests.support.polling import until
 
@@ -30,6 +31,13 @@ async def settled(pool) -> bool:
     async with pool.acquire() as conn:
         busy = await conn.fetchval("SELECT count(*) FROM courier_jobs WHERE status IN ('queued', 'running')")
     return not busy and not [t for t in asyncio.all_tasks() if t.get_name().startswith("courier-queue")]
+
+
+async def settled_queue(pool) -> bool:
+    """No queue message is being updated (no ``courier-queue-<chat>`` task) and none is held."""
+    async with pool.acquire() as conn:
+        held = await conn.fetchval("SELECT count(*) FROM courier_queue_messages WHERE busy_until > now()")
+    return not held and not [t for t in asyncio.all_tasks() if t.get_name().startswith("courier-queue")]
 
 
 async def drained(pool, url: str, draining: bool) -> None:
@@ -176,3 +184,38 @@ async def test_where_a_status_goes_is_decided_in_postgresql(store):
     second = await jobs.claim(pool, "second-host", 30)
     assert second.id == other
     assert await jobs.take_status_message(pool, other, "second-host") == ("post", None)  # no queue message left
+
+
+@pytest.mark.timeout(120)
+async def test_a_queue_message_shown_after_the_job_chose_to_post_its_own_status_is_deleted(
+        botapi, botapi_bot, pg_database, tmp_path):
+    """A round of the chat's queue message reads the queue as its statement's snapshot saw it: it can
+    post "Queued" for a job whose worker, meanwhile, chose to post a status of its own (no queue
+    message then). Once that status is recorded, the queue message is deleted: the chat is never left
+    with a "Queued" line for a job that ran."""
+    async with FakeComfyUI(steps=40, step_delay=0.05) as fake, \
+            courier_on(botapi, botapi_bot, pg_database, fake.url, tmp_path) as (courier, pool):
+        bot = courier.bot.application.bot
+        await drained(pool, fake.url, True)
+        botapi_bot.inject_text(USER, "/demo a fox")
+        first = await botapi_bot.wait_for_call("sendMessage", timeout=30)  # its queue message: gone again
+        await until(lambda: settled_queue(pool), 30, "the chat's queue message settled")
+        await bot.delete_message(USER, first.result["message_id"])
+        await queue_messages.drop(pool, USER)
+        status_on_its_way = botapi_bot.hold("sendMessage")
+        await drained(pool, fake.url, False)
+        await botapi.wait_for(lambda: [c for c in botapi_bot.calls if c.method == "sendMessage"][1:], timeout=30)
+        await until(lambda: settled_queue(pool), 30, "the round of the job's start ended")
+        stale = await bot.send_message(USER, first.params["text"])  # what the stale round posts
+        assert (await queue_messages.hold(pool, USER, 60, 20)).held == (None, None)
+        await queue_messages.settle(pool, USER, stale.message_id, stale.text)
+        status_on_its_way.set()
+        await botapi_bot.wait_for_call("deleteMessage", timeout=30,
+                                       where=lambda c: c.params["message_id"] == stale.message_id)
+        done = await botapi_bot.wait_for_call("editMessageText", timeout=60,
+                                              where=lambda c: c.params["text"].startswith("Done"))
+        await until(lambda: settled(pool), 30, "the job ended and its chat's queue message settled")
+        async with pool.acquire() as conn:
+            assert await conn.fetch("SELECT * FROM courier_queue_messages") == []
+    assert done.params["message_id"] not in (stale.message_id, first.result["message_id"])
+    assert stale.message_id not in {m["message_id"] for m in botapi_bot.history(USER)}

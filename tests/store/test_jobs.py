@@ -109,8 +109,8 @@ async def test_progress_then_success(store):
     await backends.register_backends(store.pool, ["http://127.0.0.1:8188"])
     await jobs.claim(store.pool, "w", 60, backend="http://127.0.0.1:8188")
     assert await jobs.set_progress(store.pool, job_id, {"value": 3, "max": 20})
-    assert await jobs.adopt_status_message(store.pool, job_id, 77) == 77
-    assert await jobs.adopt_status_message(store.pool, job_id, 78) == 77  # the first one stays
+    assert (await jobs.adopt_status_message(store.pool, job_id, 77)).message_id == 77
+    assert (await jobs.adopt_status_message(store.pool, job_id, 78)).message_id == 77  # the first one stays
     assert not await jobs.succeed(store.pool, job_id, {"x": 1}, worker="someone-else")
     assert await jobs.succeed(store.pool, job_id, {"outputs": [{"file_id": "f"}]}, worker="w")
     job = await jobs.get_job(store.pool, job_id)
@@ -242,11 +242,11 @@ async def test_adopting_a_status_message_wakes_the_dispatchers_while_the_job_is_
     job_id = await enqueue(store, A)
     notified = []
     async with await store.listen_jobs(lambda: notified.append(1)) as listener:
-        assert await jobs.adopt_status_message(store.pool, job_id, 77) == 77
+        assert (await jobs.adopt_status_message(store.pool, job_id, 77)).message_id == 77
         assert await listener.wait(timeout=10) and len(notified) == 1
         await backends.register_backends(store.pool, ["http://127.0.0.1:8188"])
         await jobs.claim(store.pool, "w", 60, backend="http://127.0.0.1:8188")
-        assert await jobs.adopt_status_message(store.pool, job_id, 78) == 77
+        assert (await jobs.adopt_status_message(store.pool, job_id, 78)).message_id == 77
         async with store.pool.acquire() as conn:
             await conn.execute("SELECT pg_notify('courier_jobs', 'marker')")  # NOTIFYs arrive in commit order
         assert await listener.wait(timeout=10)
