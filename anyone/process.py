@@ -243,6 +243,14 @@ class AnonProcess:
             controller = stem.control.Controller.from_port("127.0.0.1", port)
             try:
                 controller.authenticate()  # cookie; stem then sends TAKEOWNERSHIP
+                # No events: stem subscribes to SIGNAL to reset its cache on a reload, and its close()
+                # holds the send lock while it joins the thread that handles that event, which takes
+                # the lock too: a stop while a reload's event was handled hung for good. Nothing here
+                # reads an event (bootstrap is polled) nor relies on stem's cache.
+                controller.set_caching(False)
+                reply = controller.msg("SETEVENTS")
+                if not reply.is_ok():
+                    raise stem.ControllerError(f"anon refused to send no events: {reply}")
             except Exception:
                 controller.close()
                 raise

@@ -1,13 +1,16 @@
 """The anon supervisor with a real anon kept off the network (DisableNetwork 1): fast, no privnet."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import stem.control
 
 from comfyui_courier.anyone.process import AnonProcess
 
@@ -95,3 +98,30 @@ asyncio.run(main())
         if owner.returncode is None:
             owner.kill()
             await owner.wait()
+
+
+async def test_a_stop_right_after_a_reload_returns(anon_binary, tmp_path, monkeypatch):
+    """stem's close() holds its send lock while it joins its event thread, which takes that lock for a
+    RELOAD event after clearing stem's cache: subscribed to events, a stop while a reload's event was
+    still being handled hung for good (seen in CI). Here clearing the cache takes a while, so that the
+    stop always comes in that window."""
+    clear_cache = stem.control.Controller.clear_cache
+    handling = threading.Event()
+
+    def slow_clear_cache(controller):
+        if threading.current_thread().name == "Event notifier":  # stem's thread for anon's events
+            handling.set()
+            time.sleep(1.0)
+        clear_cache(controller)
+
+    monkeypatch.setattr(stem.control.Controller, "clear_cache", slow_clear_cache)
+    process = AnonProcess(anon_binary, tmp_path / "anon", options=OFFLINE)
+    await process.start()
+    try:
+        await until(lambda: process.controller is not None, 30, "control connection")
+        await process.reload()
+        with contextlib.suppress(AssertionError):  # subscribed to no event, anon sends none
+            await until(handling.is_set, 2, "the reload's event handled")
+    finally:
+        await asyncio.wait_for(process.stop(), 20)
+    assert process.state == "off"
