@@ -57,6 +57,8 @@ log = get_logger("dispatcher")
 T = TypeVar("T")
 
 IDLE_POLL_S = 5.0
+HOLD_MARGIN_S = 0.05
+"""Past the end of a warm hold, so that the claim then sees it ended (PostgreSQL's clock, not ours)."""
 DELIVERING_AT_ONCE = 8
 """Jobs past their backend but still sending their results, at most, besides the backends' slots,
 before the workers claim more: where Telegram (30 messages a second) is slower than the backends,
@@ -212,7 +214,7 @@ class Dispatcher:
                     self._in_hand.release()
                     slots.give_back()
                     with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
+                        await asyncio.wait_for(self._wakeup.wait(), await self._idle_s())
                     continue
                 hold = Hold(slots, alone=kind(job) in ALONE)
                 active = ActiveJob(client, str(uuid.uuid4()))
@@ -236,6 +238,17 @@ class Dispatcher:
         except Exception:
             log.exception("claiming a job failed")
             return None
+
+    async def _idle_s(self) -> float:
+        """How long a backend that found no job waits unless woken: until a job held for another
+        backend's warm model is free for it (the hold ends without a wakeup), at most IDLE_POLL_S."""
+        if not self.settings.warm_wait_s:
+            return IDLE_POLL_S
+        try:
+            ends_in = await jobs.warm_hold_ends_in(self.store.pool, self.settings.warm_wait_s)
+        except (StoreError, TimeoutError):  # the claim has said so already, if it failed too
+            return IDLE_POLL_S
+        return IDLE_POLL_S if ends_in is None else min(IDLE_POLL_S, max(ends_in, 0.0) + HOLD_MARGIN_S)
 
     async def _serve(self, job, active: ActiveJob, hold: Hold) -> None:
         """Run a job in the slots it holds; they are free again once its prompts left the backend."""

@@ -142,6 +142,13 @@ async def claim(db: Db, worker: str, lease_s: float, *, backend: str | None = No
     return _job(row)
 
 
+async def warm_hold_ends_in(db: Db, warm_wait_s: float) -> float | None:
+    """Seconds until a job that warm placement may hold for another backend is free for any; None if
+    no queued job is that young (see ``claim``)."""
+    async with acquire(db) as conn:
+        return await conn.fetchval(query("warm_hold_ends_in"), float(warm_wait_s))
+
+
 async def claim_delivery(db: Db, worker: str, lease_s: float) -> Job | None:
     """Take over a delivering job whose worker's lease ran out (that host died), leased to ``worker``;
     None if there is none."""

@@ -121,6 +121,14 @@ WITH backend AS (
 )
 SELECT * FROM claimed;
 
+-- warm_hold_ends_in --
+-- Seconds until the first queued job that a claim with warm wait $1 may have left for another
+-- backend (queued under $1 s ago) is free for any backend; NULL: no such job. An idle backend
+-- looks again then (a job not held at all only makes it look once more).
+SELECT extract(epoch FROM min(created_at) + make_interval(secs => $1) - now())::float8
+FROM courier_jobs
+WHERE status = 'queued' AND created_at > now() - make_interval(secs => $1);
+
 -- extend_lease --
 UPDATE courier_jobs
 SET lease_until = now() + make_interval(secs => $3)

@@ -67,6 +67,16 @@ async def test_a_job_waits_for_the_backend_holding_its_model_then_any_takes_it(w
     assert await held(warm, ONE) == [FLUX]
 
 
+async def test_a_held_job_says_when_its_hold_ends(warm):
+    assert await jobs.warm_hold_ends_in(warm.pool, WAIT_S) is None  # nothing queued
+    flux = await enqueue(warm, A, model=FLUX)
+    assert await claim(warm, ONE) is None  # held for TWO
+    assert 0 < await jobs.warm_hold_ends_in(warm.pool, WAIT_S) <= WAIT_S  # when ONE looks again
+    await queued_long_ago(warm, flux)
+    assert await jobs.warm_hold_ends_in(warm.pool, WAIT_S) is None  # free for any backend now
+    assert (await claim(warm, ONE)).id == flux
+
+
 async def test_a_job_no_backend_holds_the_model_of_goes_anywhere_at_once(warm):
     await backends.record_check(warm.pool, TWO, error="down")
     flux = await enqueue(warm, A, model=FLUX)
