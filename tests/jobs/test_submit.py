@@ -118,7 +118,8 @@ async def test_a_queued_reply_in_flight_is_deleted_when_the_dispatcher_posted_fi
     await asyncio.wait_for(chat.sending.wait(), 10)
     claimed = await jobs.claim(store.pool, "w", 60)
     assert claimed is not None
-    assert (await jobs.adopt_status_message(store.pool, claimed.id, 555)).message_id == 555  # the dispatcher's "Rendering"
+    adopted = await jobs.adopt_status_message(store.pool, claimed.id, 555)
+    assert adopted.message_id == 555  # the dispatcher's "Rendering"
     chat.gate.set()
     await submitting
     assert (chat.posted, chat.deleted) == ([1], [100])
