@@ -67,10 +67,17 @@ def loads(servers) -> int:
     return sum(server.log_text().count(LOADED) for server in servers)
 
 
-def busy_s(servers, since: list[int]) -> float:
-    """Seconds the backends spent executing prompts since their logs were ``since`` long."""
-    return sum(float(seconds) for server, start in zip(servers, since, strict=True)
-               for seconds in EXECUTED.findall(server.log_text()[start:]))
+def prompt_times(servers, since: list[int]) -> tuple[list[float], list[float]]:
+    """ComfyUI's execution time of each prompt since its log was ``since`` long: of those that loaded
+    a checkpoint, and of those that did not."""
+    loading, warm = [], []
+    for server, start in zip(servers, since, strict=True):
+        log = server.log_text()[start:]
+        at = 0
+        for match in EXECUTED.finditer(log):
+            (loading if LOADED in log[at:match.start()] else warm).append(float(match.group(1)))
+            at = match.end()
+    return loading, warm
 
 
 async def ended(pool, first_id: int, count: int, deadline: Deadline) -> list:
@@ -102,8 +109,10 @@ async def mixed(courier, bot, servers, per_user: int, deadline: Deadline) -> dic
             bot.inject_text(user, f"/{('cka', 'ckb')[(starts[user] + n) % 2]} a lighthouse {n}")
     rows = await ended(pool, first_id, per_user * len(USERS), deadline)
     wall = (max(row["finished_at"] for row in rows) - min(row["created_at"] for row in rows)).total_seconds()
+    loading, warm = prompt_times(servers, logs_before)
     return {"jobs_per_s": len(rows) / wall, "loads_per_job": (loads(servers) - loads_before) / len(rows),
-            "jobs": len(rows), "wall_s": wall, "busy_s": busy_s(servers, logs_before)}
+            "jobs": len(rows), "wall_s": wall, "busy_s": sum(loading) + sum(warm), "loading_s": loading,
+            "warm_s": warm}
 
 
 async def fairness(courier, bot, deadline: Deadline) -> list[float]:
@@ -158,7 +167,8 @@ async def measure(servers, per_user: int, warm_wait_s: str, rounds: int, deadlin
 
     waits = {"warm": warm_wait_s, "cold": "0"}  # COURIER_WARM_WAIT_S
     order = [mode for n in range(rounds) for mode in (("warm", "cold") if n % 2 == 0 else ("cold", "warm"))]
-    runs = {mode: {"jobs": 0, "wall_s": 0.0, "loads": 0.0, "busy_s": 0.0, "waits": []} for mode in waits}
+    runs = {mode: {"jobs": 0, "wall_s": 0.0, "loads": 0.0, "busy_s": 0.0, "waits": [], "loading_s": [], "warm_s": []}
+            for mode in waits}
     data_dir = Path(tempfile.mkdtemp(prefix="courier-placement-"))
     try:
         async with BotApiEmulator() as emulator:
@@ -171,10 +181,13 @@ async def measure(servers, per_user: int, warm_wait_s: str, rounds: int, deadlin
                 total["busy_s"] += measured["busy_s"]
                 total["loads"] += measured["loads_per_job"] * measured["jobs"]
                 total["waits"] += measured["waits"]
+                total["loading_s"] += measured["loading_s"]
+                total["warm_s"] += measured["warm_s"]
     finally:
         load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
     return {mode: {"jobs_per_s": run["jobs"] / run["wall_s"], "loads_per_job": run["loads"] / run["jobs"],
-                   "busy_s_per_job": run["busy_s"] / run["jobs"], "waits": run["waits"]}
+                   "busy_s_per_job": run["busy_s"] / run["jobs"], "waits": run["waits"],
+                   "loading_s": run["loading_s"], "warm_s": run["warm_s"]}
             for mode, run in runs.items()}
 
 
@@ -223,6 +236,17 @@ def main() -> int:
     figure("placement_jobs_per_min_cold", cold["jobs_per_s"] * 60, "jobs/min")
     figure("placement_backend_busy_s_per_job_warm", warm["busy_s_per_job"], "s")  # ComfyUI's own execution time
     figure("placement_backend_busy_s_per_job_cold", cold["busy_s_per_job"], "s")
+    # What a load costs where it happens: a prompt's execution with a checkpoint load against without,
+    # both modes; and the most the loads saved can give, were the backends all the time there is.
+    loading, cached = warm["loading_s"] + cold["loading_s"], warm["warm_s"] + cold["warm_s"]
+    if not (loading and cached):
+        note("no prompt that loaded a checkpoint, or none that did not: no load cost")
+        return 0
+    loading_s, warm_s = percentile(loading, 50), percentile(cached, 50)
+    figure("placement_prompt_s_loading_median", loading_s, "s")
+    figure("placement_prompt_s_warm_median", warm_s, "s")
+    saved_s = (cold["loads_per_job"] - warm["loads_per_job"]) * (loading_s - warm_s)
+    figure("placement_throughput_ratio_bound", cold["busy_s_per_job"] / (cold["busy_s_per_job"] - saved_s), "x")
     return 0
 
 
