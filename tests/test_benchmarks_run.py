@@ -36,7 +36,7 @@ QUICK_RUNS = [
     quick("channel", "--parts", "flood", "--commands", "20", "--chats", "4", "--budget", "40"),
     quick("strangers", "--rounds", "1", "--budget", "250"),  # a round needs 240 s left, takes seconds
     quick("backlog", "--rounds", "1", "--budget", "200", needs=("comfyui",)),  # a round needs 120 s left
-    quick("startup", "--runs", "1", "--budget", "90", needs=("comfyui",)),
+    quick("startup", "--runs", "1", "--budget", "180", needs=("comfyui",)),  # four ComfyUI starts, 13-17 s each loaded
     quick("bench_node", "--repeats", "1", "--pairs", "0", "--size", "64", "--no-sampler", "--budget", "90",
           needs=("comfyui",)),
     quick("bot_overhead", "--jobs", "1", "--budget", "90", needs=("comfyui",)),
