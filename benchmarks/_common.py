@@ -164,6 +164,25 @@ def comfyui_server():
         runner.remove_tree(scratch)
 
 
+@contextlib.asynccontextmanager
+async def booted_courier(emulator, bot, data_dir: Path, backend_url: str | None, **env: str):
+    """A Courier (``load_pack`` first) with its bot on ``emulator``'s ``bot`` and ``env`` as its settings
+    (``COURIER_…`` names), booted; the benchmark exits if its dispatcher did not start. Stopped after."""
+    from comfyui_courier.core.config import load_settings
+    from comfyui_courier.runtime import Courier
+
+    settings = load_settings(None, {"TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url, **env})
+    courier = Courier(settings, data_dir, backend_url)
+    await courier.start()
+    try:
+        await courier.booted()
+        if courier.health.state("dispatcher") != "ok":
+            sys.exit(f"Courier did not start: {courier.health_report()}")
+        yield courier
+    finally:
+        await courier.stop()
+
+
 def load_pack():
     """The pack as package ``comfyui_courier``, loaded by path as ComfyUI and the tests do."""
     if "comfyui_courier" not in sys.modules:

@@ -42,7 +42,17 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
-from _common import Deadline, OutOfTime, comfyui_server, figure, load_pack, load_runner, note, wait_until
+from _common import (
+    Deadline,
+    OutOfTime,
+    booted_courier,
+    comfyui_server,
+    figure,
+    load_pack,
+    load_runner,
+    note,
+    wait_until,
+)
 
 USERS = tuple(range(7001, 7009))  # 8 users with 5 jobs each
 JOBS_PER_USER = 5
@@ -211,10 +221,8 @@ async def fairness(courier, bot, deadline: Deadline) -> int:
 
 async def measure(comfy_url: str, rounds: int, depth: int, deadline: Deadline) -> None:
     load_pack()
-    from comfyui_courier.core.config import load_settings
     from comfyui_courier.emulator.botapi import BotApiEmulator
     from comfyui_courier.jobs.comfy.client import ComfyClient
-    from comfyui_courier.runtime import Courier
     from comfyui_courier.store import commands
     from comfyui_courier.tests.support.graphs import cpu_bound
 
@@ -222,51 +230,45 @@ async def measure(comfy_url: str, rounds: int, depth: int, deadline: Deadline) -
     data_dir = Path(tempfile.mkdtemp(prefix="courier-backlog-"))
     async with BotApiEmulator() as emulator, ComfyClient(comfy_url) as client:
         bot = emulator.add_bot()
-        settings = load_settings(None, {
-            "TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
-            "COURIER_ALLOWED_USERS": ",".join(map(str, (*USERS, FLOODER, *OTHERS))),
-            "COURIER_MAX_JOBS_PER_USER": str(FLOOD), "COURIER_PIPELINE_DEPTH": str(depth)})
-        courier = Courier(settings, data_dir, comfy_url)
-        await courier.start()
         try:
-            await courier.booted()
-            if courier.health.state("dispatcher") != "ok":
-                sys.exit(f"Courier did not start: {courier.health_report()}")
-            courier.queued_at = record_queueing(courier.dispatcher.clients[0])
-            await commands.put_command(courier.store.pool, "busy", workflow=workflow, description="CPU-bound")
-            note(f"pipeline depth {settings.pipeline_depth}; warming up")
-            await direct_round(client, workflow, "warm-up", deadline, count=3)
-            await bot_round(courier, bot, client, "warm-up", deadline, users=USERS[:1], jobs_per_user=1)
-            direct, through, direct_busy, through_busy, gaps, direct_gaps = [], [], [], [], [], []
-            for index in range(rounds):
-                if not deadline.allows(120):
-                    note(f"time budget reached after {index} rounds")
-                    break
-                rate, share, round_gaps = await direct_round(client, workflow, f"direct {index}", deadline)
-                direct.append(rate)
-                direct_busy.append(share)
-                direct_gaps += round_gaps
-                rate, share, round_gaps = await bot_round(courier, bot, client, f"bot {index}", deadline)
-                through.append(rate)
-                through_busy.append(share)
-                gaps += round_gaps
-                note(f"round {index}: ComfyUI alone {direct[-1]:.2f} jobs/s, through the bot {through[-1]:.2f} "
-                     f"jobs/s (ratio {through[-1] / direct[-1]:.3f}); idle gap median {statistics.median(round_gaps)} "
-                     f"ms, max {max(round_gaps)} ms")
-            if not through:
-                sys.exit("no round completed")
-            figure("backlog_throughput_ratio", ratio(through, direct), "ratio")
-            figure("backend_idle_gap_median_ms", float(statistics.median(gaps)), "ms")
-            figure("backend_idle_gap_direct_median_ms", float(statistics.median(direct_gaps)), "ms")
-            figure("backlog_busy_fraction_ratio", ratio(through_busy, direct_busy), "ratio")
-            figure("backlog_comfyui_alone_jobs_per_s", statistics.median(direct), "jobs/s")
-            if deadline.allows(60):
-                figure("fairness_flooder_jobs_before_others", await fairness(courier, bot, deadline), "jobs")
-            else:
-                note("no time left for the fairness run")
-            figure("duplicate_deliveries", await duplicate_deliveries(courier, bot), "files")
+            async with booted_courier(emulator, bot, data_dir, comfy_url,
+                                      COURIER_ALLOWED_USERS=",".join(map(str, (*USERS, FLOODER, *OTHERS))),
+                                      COURIER_MAX_JOBS_PER_USER=str(FLOOD),
+                                      COURIER_PIPELINE_DEPTH=str(depth)) as courier:
+                courier.queued_at = record_queueing(courier.dispatcher.clients[0])
+                await commands.put_command(courier.store.pool, "busy", workflow=workflow, description="CPU-bound")
+                note(f"pipeline depth {courier.settings.pipeline_depth}; warming up")
+                await direct_round(client, workflow, "warm-up", deadline, count=3)
+                await bot_round(courier, bot, client, "warm-up", deadline, users=USERS[:1], jobs_per_user=1)
+                direct, through, direct_busy, through_busy, gaps, direct_gaps = [], [], [], [], [], []
+                for index in range(rounds):
+                    if not deadline.allows(120):
+                        note(f"time budget reached after {index} rounds")
+                        break
+                    rate, share, round_gaps = await direct_round(client, workflow, f"direct {index}", deadline)
+                    direct.append(rate)
+                    direct_busy.append(share)
+                    direct_gaps += round_gaps
+                    rate, share, round_gaps = await bot_round(courier, bot, client, f"bot {index}", deadline)
+                    through.append(rate)
+                    through_busy.append(share)
+                    gaps += round_gaps
+                    note(f"round {index}: ComfyUI alone {direct[-1]:.2f} jobs/s, through the bot "
+                         f"{through[-1]:.2f} jobs/s (ratio {through[-1] / direct[-1]:.3f}); idle gap median "
+                         f"{statistics.median(round_gaps)} ms, max {max(round_gaps)} ms")
+                if not through:
+                    sys.exit("no round completed")
+                figure("backlog_throughput_ratio", ratio(through, direct), "ratio")
+                figure("backend_idle_gap_median_ms", float(statistics.median(gaps)), "ms")
+                figure("backend_idle_gap_direct_median_ms", float(statistics.median(direct_gaps)), "ms")
+                figure("backlog_busy_fraction_ratio", ratio(through_busy, direct_busy), "ratio")
+                figure("backlog_comfyui_alone_jobs_per_s", statistics.median(direct), "jobs/s")
+                if deadline.allows(60):
+                    figure("fairness_flooder_jobs_before_others", await fairness(courier, bot, deadline), "jobs")
+                else:
+                    note("no time left for the fairness run")
+                figure("duplicate_deliveries", await duplicate_deliveries(courier, bot), "files")
         finally:
-            await courier.stop()
             load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
 
 

@@ -36,6 +36,7 @@ from _common import (
     REPO_ROOT,
     Deadline,
     OutOfTime,
+    booted_courier,
     comfyui_dir_or_exit,
     figure,
     load_pack,
@@ -111,8 +112,7 @@ async def mixed(courier, bot, servers, per_user: int, deadline: Deadline) -> dic
     wall = (max(row["finished_at"] for row in rows) - min(row["created_at"] for row in rows)).total_seconds()
     loading, warm = prompt_times(servers, logs_before)
     return {"jobs_per_s": len(rows) / wall, "loads_per_job": (loads(servers) - loads_before) / len(rows),
-            "jobs": len(rows), "wall_s": wall, "busy_s": sum(loading) + sum(warm), "loading_s": loading,
-            "warm_s": warm}
+            "jobs": len(rows), "wall_s": wall, "loading_s": loading, "warm_s": warm}
 
 
 async def fairness(courier, bot, deadline: Deadline) -> list[float]:
@@ -131,31 +131,21 @@ async def fairness(courier, bot, deadline: Deadline) -> list[float]:
 
 async def run_mode(servers, emulator, bot, data_dir: Path, wait_s: str, per_user: int, deadline: Deadline) -> dict:
     """Both workloads under a Courier with ``COURIER_WARM_WAIT_S`` ``wait_s``."""
-    from comfyui_courier.core.config import load_settings
-    from comfyui_courier.runtime import Courier
     from comfyui_courier.store import commands
     from comfyui_courier.tests.support.graphs import tiny_sd
     from comfyui_courier.tools.tiny_models import CHECKPOINT, SECOND_CHECKPOINT
 
-    settings = load_settings(None, {
-        "TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
-        "COURIER_ALLOWED_USERS": ",".join(map(str, (*USERS, HEAVY, *LIGHT))),
-        "COURIER_MAX_JOBS_PER_USER": "100", "COURIER_WARM_WAIT_S": wait_s,
-        "COURIER_BACKENDS": ",".join(server.url for server in servers)})
-    courier = Courier(settings, data_dir, None)
-    await courier.start()
-    try:
-        await courier.booted()
-        if courier.health.state("dispatcher") != "ok":
-            sys.exit(f"Courier did not start: {courier.health_report()}")
+    async with booted_courier(emulator, bot, data_dir, None,
+                              COURIER_ALLOWED_USERS=",".join(map(str, (*USERS, HEAVY, *LIGHT))),
+                              COURIER_MAX_JOBS_PER_USER="100", COURIER_WARM_WAIT_S=wait_s,
+                              COURIER_BACKENDS=",".join(server.url for server in servers)) as courier:
         for name, checkpoint in (("cka", CHECKPOINT.name), ("ckb", SECOND_CHECKPOINT.name)):
             await commands.put_command(courier.store.pool, name, workflow=tiny_sd(checkpoint, steps=STEPS))
         measured = await mixed(courier, bot, servers, per_user, deadline)
         measured["waits"] = await fairness(courier, bot, deadline)
-    finally:
-        await courier.stop()
     note(f"warm wait {wait_s} s: {measured['jobs']} mixed jobs in {measured['wall_s']:.1f} s, "
-         f"{measured['loads_per_job']:.2f} loads a job, backends busy {measured['busy_s']:.1f} s; "
+         f"{measured['loads_per_job']:.2f} loads a job, "
+         f"backends busy {sum(measured['loading_s']) + sum(measured['warm_s']):.1f} s; "
          f"light users waited {sorted(measured['waits'])}")
     return measured
 
@@ -167,7 +157,7 @@ async def measure(servers, per_user: int, warm_wait_s: str, rounds: int, deadlin
 
     waits = {"warm": warm_wait_s, "cold": "0"}  # COURIER_WARM_WAIT_S
     order = [mode for n in range(rounds) for mode in (("warm", "cold") if n % 2 == 0 else ("cold", "warm"))]
-    runs = {mode: {"jobs": 0, "wall_s": 0.0, "loads": 0.0, "busy_s": 0.0, "waits": [], "loading_s": [], "warm_s": []}
+    runs = {mode: {"jobs": 0, "wall_s": 0.0, "loads": 0.0, "waits": [], "loading_s": [], "warm_s": []}
             for mode in waits}
     data_dir = Path(tempfile.mkdtemp(prefix="courier-placement-"))
     try:
@@ -178,7 +168,6 @@ async def measure(servers, per_user: int, warm_wait_s: str, rounds: int, deadlin
                 total = runs[mode]
                 total["jobs"] += measured["jobs"]
                 total["wall_s"] += measured["wall_s"]
-                total["busy_s"] += measured["busy_s"]
                 total["loads"] += measured["loads_per_job"] * measured["jobs"]
                 total["waits"] += measured["waits"]
                 total["loading_s"] += measured["loading_s"]
@@ -186,7 +175,8 @@ async def measure(servers, per_user: int, warm_wait_s: str, rounds: int, deadlin
     finally:
         load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
     return {mode: {"jobs_per_s": run["jobs"] / run["wall_s"], "loads_per_job": run["loads"] / run["jobs"],
-                   "busy_s_per_job": run["busy_s"] / run["jobs"], "waits": run["waits"],
+                   "busy_s_per_job": (sum(run["loading_s"]) + sum(run["warm_s"])) / run["jobs"],
+                   "waits": run["waits"],
                    "loading_s": run["loading_s"], "warm_s": run["warm_s"]}
             for mode, run in runs.items()}
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from _common import (
     Deadline,
+    booted_courier,
     comfyui_dir_or_exit,
     cpu_seconds,
     figure,
@@ -97,37 +98,27 @@ async def run_jobs(courier, bot, count: int, label: str, servers) -> dict:
 
 async def measure(servers, jobs: int, deadline: Deadline) -> tuple[dict, dict]:
     load_pack()
-    from comfyui_courier.core.config import load_settings
     from comfyui_courier.emulator.botapi import BotApiEmulator
-    from comfyui_courier.runtime import Courier
     from comfyui_courier.store import backends, commands
     from comfyui_courier.tests.support.graphs import cpu_bound
 
     data_dir = Path(tempfile.mkdtemp(prefix="courier-scaleout-"))
     async with BotApiEmulator() as emulator:
         bot = emulator.add_bot()
-        settings = load_settings(None, {
-            "TELEGRAM_BOT_TOKEN": bot.token, "COURIER_TELEGRAM_API_URL": emulator.url,
-            "COURIER_ALLOWED_USERS": ",".join(map(str, USERS)),
-            "COURIER_BACKENDS": ",".join(server.url for server in servers)})
-        courier = Courier(settings, data_dir, None)
-        await courier.start()
-        await courier.booted()
-        if courier.health.state("dispatcher") != "ok":
-            sys.exit(f"Courier did not start: {courier.health_report()}")
         try:
-            pool = courier.store.pool
-            await commands.put_command(pool, COMMAND, workflow=cpu_bound(1024, 31))
-            second = (await backends.list_backends(pool, [servers[1].url]))[0]
-            await run_jobs(courier, bot, len(servers), "warm-up", servers)  # imports, caches: one job each
-            await backends.set_backend(pool, second.id, draining=True)
-            one = await run_jobs(courier, bot, jobs, "one backend", servers)
-            if not deadline.allows(jobs / one["jobs_per_s"] / 2 + 30):  # the second run, if it scales
-                sys.exit("no time left for the run with two backends")
-            await backends.set_backend(pool, second.id, draining=False)
-            two = await run_jobs(courier, bot, jobs, "two backends", servers)
+            async with booted_courier(emulator, bot, data_dir, None, COURIER_ALLOWED_USERS=",".join(map(str, USERS)),
+                                      COURIER_BACKENDS=",".join(server.url for server in servers)) as courier:
+                pool = courier.store.pool
+                await commands.put_command(pool, COMMAND, workflow=cpu_bound(1024, 31))
+                second = (await backends.list_backends(pool, [servers[1].url]))[0]
+                await run_jobs(courier, bot, len(servers), "warm-up", servers)  # imports, caches: one job each
+                await backends.set_backend(pool, second.id, draining=True)
+                one = await run_jobs(courier, bot, jobs, "one backend", servers)
+                if not deadline.allows(jobs / one["jobs_per_s"] / 2 + 30):  # the second run, if it scales
+                    sys.exit("no time left for the run with two backends")
+                await backends.set_backend(pool, second.id, draining=False)
+                two = await run_jobs(courier, bot, jobs, "two backends", servers)
         finally:
-            await courier.stop()
             load_runner().remove_tree(data_dir)  # and, run as root, the database linked from it
     return one, two
 
